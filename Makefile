@@ -1,0 +1,38 @@
+# Two commands: `make demo` and `make test`. Both create .venv and install what is missing.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export PYTHONUNBUFFERED := 1
+
+.PHONY: demo test setup system clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+# System packages from apt, installed only when missing.
+system:
+	@missing=""; \
+	command -v adb >/dev/null 2>&1 || missing="$$missing adb"; \
+	[ -d /usr/share/datasets/fashion-mnist ] || missing="$$missing dataset-fashion-mnist"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing with apt-get:$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+setup: system $(STAMP)
+
+demo: setup
+	$(BIN)/python -m nagkit.demo
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) .pytest_cache

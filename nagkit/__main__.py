@@ -1,0 +1,5 @@
+import sys
+
+from nagkit.cli.main import main
+
+sys.exit(main())

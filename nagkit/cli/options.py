@@ -1,0 +1,75 @@
+"""Click options defined once and reused by every command, plus output helpers.
+
+Results go to stdout (``--json`` for machines); logs and progress go to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+seed_option = click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+space_option = click.option(
+    "--space", "space_name", default="ofa-mbv3-w1.0", show_default=True,
+    help="Search space name (see `nagkit space show`).",
+)
+device_option = click.option(
+    "--device", "device_spec", default=None,
+    help="Device: cpu[:runtime=litert|onnxruntime|torch,threads=N,cores=0-3], cuda[:i], "
+    "adb:SERIAL, adb:HOST:PORT, or a name from device_profiles/.",
+)
+workspace_option = click.option(
+    "--workspace", "-w", "workspace", default=None,
+    help="Workspace folder or preset name (default: the embedded default workspace).",
+)
+
+
+def verbosity_option(f: Callable) -> Callable:
+    def _cb(ctx: click.Context, param: click.Parameter, value: int) -> int:
+        level = {-1: logging.ERROR, 0: logging.WARNING, 1: logging.INFO}.get(value, logging.DEBUG)
+        setup_logging(level)
+        return value
+
+    f = click.option("-v", "--verbose", count=True, expose_value=False, callback=_cb, is_eager=True,
+                     help="More logging on stderr (-vv for debug).")(f)
+    f = click.option("-q", "--quiet", "verbose", flag_value=-1, expose_value=False, callback=_cb,
+                     is_eager=True, help="Only errors on stderr.")(f)
+    return f
+
+
+def setup_logging(level: int = logging.WARNING) -> None:
+    root = logging.getLogger("nagkit")
+    root.setLevel(level)
+    if not root.handlers:
+        h = logging.StreamHandler(sys.stderr)
+        h.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root.addHandler(h)
+
+
+def emit(result: Any, as_json: bool, human: Callable[[Any], str] | None = None) -> None:
+    """Write a result to stdout, as JSON or as human-readable text."""
+    if as_json or human is None:
+        click.echo(json.dumps(result, indent=2, default=_default))
+    else:
+        click.echo(human(result))
+
+
+def _default(o: Any) -> Any:
+    if hasattr(o, "to_dict"):
+        return o.to_dict()
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if hasattr(o, "__str__"):
+        return str(o)
+    raise TypeError(type(o).__name__)
+
+
+def log(msg: str) -> None:
+    """A progress/log line on stderr."""
+    click.echo(msg, err=True)

@@ -1,0 +1,111 @@
+"""Exception types and the one table that maps them to CLI messages and exit codes.
+
+Every error a user can cause derives from :class:`NagkitError`. It carries a message that
+names the bad value, optionally the valid options and a ``hint`` with the command that fixes
+it. The CLI prints ``error: <message>`` (plus the hint) on one line and exits with the code
+from :data:`EXIT_CODES`; ``NAGKIT_DEBUG=1`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_RUNTIME = 3
+
+
+class NagkitError(Exception):
+    """Base class. ``hint`` is the next command or action for the user."""
+
+    exit_code = EXIT_RUNTIME
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        return self.message if not self.hint else f"{self.message} ({self.hint})"
+
+
+class BadInputError(NagkitError, ValueError):
+    """The user gave a value nagkit cannot use (exit 2)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class UnknownNameError(BadInputError, KeyError):
+    """A name missing from a registry; the message lists close matches and the options."""
+
+    def __init__(self, kind: str, name: str, options: Iterable[str], *, hint: str | None = None):
+        options = sorted(options)
+        close = difflib.get_close_matches(str(name), options, n=3, cutoff=0.5)
+        msg = f"unknown {kind} {name!r}"
+        if close:
+            msg += f"; did you mean {' or '.join(repr(c) for c in close)}?"
+        msg += f" Valid {kind}s: {', '.join(options) if options else '(none registered)'}"
+        super().__init__(msg, hint=hint)
+        self.name = name
+        self.options = options
+        self.close_matches = close
+
+    def __str__(self) -> str:  # KeyError would repr() the message otherwise
+        return NagkitError.__str__(self)
+
+
+class ArchError(BadInputError):
+    """A malformed or out-of-space architecture; names the field and the allowed values."""
+
+
+class CheckpointError(BadInputError):
+    """A weights file that is missing, truncated, not a checkpoint, or for another space."""
+
+
+class CheckFailedError(NagkitError):
+    """A check ran and failed: over budget, parity mismatch (exit 1)."""
+
+    exit_code = EXIT_CHECK_FAILED
+
+
+class DeviceError(NagkitError):
+    """A device or runtime failed: unreachable, crashed, unparseable output (exit 3)."""
+
+    exit_code = EXIT_RUNTIME
+
+
+class ProfileParseError(DeviceError):
+    """Profiler output that could not be parsed. Quotes (the tail of) the output."""
+
+    def __init__(self, message: str, output: str = "", *, hint: str | None = None):
+        tail = output if len(output) <= 2000 else "..." + output[-2000:]
+        full = f"{message}\n--- device output ---\n{tail}\n--- end ---" if output else message
+        super().__init__(full, hint=hint)
+        self.output = output
+
+
+class ArtifactError(BadInputError):
+    """A truncated, corrupt or incompatible artifact (table, dataset, checkpoint, workspace)."""
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The CLI exit code of an exception (the single mapping used by the CLI)."""
+    if isinstance(exc, NagkitError):
+        return exc.exit_code
+    if isinstance(exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError)):
+        return EXIT_BAD_INPUT
+    return EXIT_RUNTIME
+
+
+def message_for(exc: BaseException) -> str:
+    """One-line user message for any exception."""
+    if isinstance(exc, NagkitError):
+        msg = exc.message
+        if exc.hint:
+            msg += f"\n  hint: {exc.hint}"
+        return msg
+    if isinstance(exc, FileNotFoundError):
+        return f"file not found: {exc.filename or exc}"
+    return f"{type(exc).__name__}: {exc} (run with NAGKIT_DEBUG=1 for the traceback)"

@@ -1,0 +1,11 @@
+"""Search spaces, the ``Arch`` value type, encodings, sampling and exact counts."""
+
+from nagkit.space.arch import Arch
+from nagkit.space.presets import SPACES, get_space, list_spaces
+from nagkit.space.sampling import crossover, mutate, sample, sample_many
+from nagkit.space.space import LayerSpec, SearchSpace, conv_out, make_divisible
+
+__all__ = [
+    "Arch", "SPACES", "get_space", "list_spaces", "sample", "sample_many", "mutate", "crossover",
+    "LayerSpec", "SearchSpace", "conv_out", "make_divisible",
+]
