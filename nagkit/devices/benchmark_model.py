@@ -1,0 +1,566 @@
+"""Parse the output of TensorFlow Lite / LiteRT's ``benchmark_model`` tool.
+
+Header-driven: every number is taken from the line whose header says what it is, never from
+a position or a loose regex over the whole text. Handles every output style seen in the wild
+(samples in ``shared/data/benchmark_model/``):
+
+* the oldest summary ``Average inference timings in us: Warmup: W, Init: I, no stats: V``
+  and its later form ``..., Inference: V``;
+* the new summary ``Inference timings in us: Init: I, First inference: F, Warmup (avg): W,
+  Inference (avg): V``;
+* ``count=`` lines with or without ``first/min/max/avg/std`` and ``p5/median/p95``, in plain
+  or scientific notation (``avg=2.95034e+06``);
+* ``INFO:``/``VERBOSE:``/``ERROR:`` prefixes and Android logcat prefixes (``I tflite  : ``);
+* memory lines (footprint delta, peak footprint, periodic peak);
+* op-profiling sections (Run Order, Top by Computation Time, Summary by node type) parsed
+  into rows;
+* delegate lines (created, nodes replaced, fully/partially/not executed).
+
+A run counts only if its timing summary line is present. Error output (a failed delegate, a
+missing model, a crash) or a run cut off before its summary raises
+:class:`~nagkit.errors.ProfileParseError` quoting the output; nothing here returns 0 ms.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from nagkit.errors import ProfileParseError
+
+__all__ = [
+    "RunStats",
+    "ProfileTable",
+    "ProfileSection",
+    "BenchmarkResult",
+    "parse_benchmark_output",
+    "parse_benchmark_runs",
+    "to_latency_stats",
+    "median_basis",
+]
+
+_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_LOGCAT = re.compile(
+    r"^(?:\d\d-\d\d\s+\d\d:\d\d:\d\d\.\d+\s+\d+\s+\d+\s+[VDIWEF]\s+tflite\s*:\s?"  # threadtime
+    r"|[VDIWEF]/tflite\s*\(\s*\d+\):\s?)"  # brief
+)
+_LEVEL = re.compile(r"^(INFO|VERBOSE|WARNING|ERROR|DEBUG|FATAL):\s?")
+_PARAM = re.compile(r"^([A-Za-z#][^:\[\]]*?)\s*:\s*\[(.*)\]\s*$")
+_COUNT = re.compile(rf"^count=(\d+)((?:\s+\w+={_NUM})*)\s*$")
+_KV = re.compile(rf"(\w+)=({_NUM})")
+_RUNNING = re.compile(r"^Running benchmark for\b")
+_OLD_SUMMARY = re.compile(r"^Average inference timings in us:\s*(.*)$")
+_NEW_SUMMARY = re.compile(r"^Inference timings in us:\s*(.*)$")
+_SUMMARY_ITEM = re.compile(rf"([A-Za-z][A-Za-z ()]*?)\s*:\s*({_NUM})(?=\s*,|\s*$)")
+_INIT_SESSION = re.compile(rf"^Initialized session in ({_NUM})\s*ms\.?$")
+_MODEL_SIZE = re.compile(rf"^The input model file size \(MB\):\s*({_NUM})$")
+_LOADED = re.compile(r"^Loaded model (.+)$")
+_MEM_DELTA = re.compile(rf"^Memory footprint delta from the start of the tool \(MB\):\s*init=({_NUM})\s+overall=({_NUM})")
+_MEM_PEAK = re.compile(rf"^Peak memory footprint \(MB\):\s*init=({_NUM})\s+overall=({_NUM})")
+_MEM_PERIODIC = re.compile(rf"^Overall peak memory footprint \(MB\) via periodic monitoring:\s*({_NUM})")
+_TABLE_TITLE = re.compile(r"^=+\s+(.+?)\s+=+$")
+_SECTION = re.compile(r"^(Profiling Info for .+|Operator-wise Profiling Info for .+):$")
+_NODES_EXECUTED = re.compile(r"^Number of nodes executed:\s*(\d+)$")
+_PROF_TIMINGS = re.compile(rf"^Timings \(microseconds\):\s*count=(\d+)((?:\s+\w+={_NUM})*)\s*$")
+_DELEGATE_CREATED = re.compile(r"^Created TensorFlow Lite (?:(.+?) )?delegate for (.+?)\.$")
+_DELEGATE_REPLACED = re.compile(
+    r"^Replacing (\d+) out of (\d+) node\(s\) with delegate \((\w+)\) node, yielding (\d+) partitions"
+)
+_DELEGATE_APPLIED = re.compile(
+    r"^(?:Explicitly applied (\w+) delegate, and the model graph will be (completely|partially) executed"
+    r"|Though (\w+) delegate is explicitly applied, the model graph will not be executed)"
+)
+# Lines that mean the run failed, whatever else was printed.
+_FATAL = re.compile(
+    r"Benchmarking failed|Failed to allocate tensors|Segmentation fault|Fatal signal|Aborted"
+    r"|Permission denied|inaccessible or not found|: not found$|No such file or directory"
+    r"|Could not open '.*'|Failed to mmap model|Failed to (?:build|create|apply|initialize)",
+    re.IGNORECASE,
+)
+_STAT_KEYS = {"first", "curr", "min", "max", "avg", "std", "p5", "median", "p95"}
+_REL_TOL = 1e-3  # summary vs. count-line agreement (6 significant digits are printed)
+
+
+@dataclass(frozen=True)
+class RunStats:
+    """One ``count=`` line, in microseconds. Fields the tool did not print are ``None``."""
+
+    count: int
+    first_us: float | None = None
+    curr_us: float | None = None
+    min_us: float | None = None
+    max_us: float | None = None
+    avg_us: float | None = None
+    std_us: float | None = None
+    p5_us: float | None = None
+    p50_us: float | None = None
+    p95_us: float | None = None
+
+    @classmethod
+    def from_pairs(cls, count: int, pairs: str, line: str) -> RunStats:
+        vals: dict[str, float] = {}
+        for key, val in _KV.findall(pairs):
+            if key not in _STAT_KEYS:
+                raise _Miss(f"unknown statistic {key!r} in line {line!r}")
+            vals[key] = float(val)
+        return cls(
+            count=count,
+            first_us=vals.get("first"),
+            curr_us=vals.get("curr"),
+            min_us=vals.get("min"),
+            max_us=vals.get("max"),
+            avg_us=vals.get("avg"),
+            std_us=vals.get("std"),
+            p5_us=vals.get("p5"),
+            p50_us=vals.get("median"),
+            p95_us=vals.get("p95"),
+        )
+
+    @property
+    def mean_us(self) -> float | None:
+        """``avg``; for a single run the tool prints only ``curr``, which is then the mean."""
+        if self.avg_us is not None:
+            return self.avg_us
+        return self.curr_us if self.count == 1 else None
+
+
+@dataclass(frozen=True)
+class ProfileTable:
+    """One op-profiling table. Column names are normalised (``[avg ms]`` -> ``avg_ms``,
+    ``[cdf%]`` -> ``cdf_pct``); numbers are floats (percent signs dropped), counts ints."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class ProfileSection:
+    """A profiling block: ``Profiling Info for Benchmark Initialization`` or the regular runs."""
+
+    name: str
+    tables: tuple[ProfileTable, ...]
+    nodes_executed: int | None = None
+    nodes_observed: int | None = None
+    timings: RunStats | None = None
+
+    def table(self, title: str) -> ProfileTable:
+        for t in self.tables:
+            if t.title == title:
+                return t
+        raise KeyError(f"no table {title!r}; tables: {[t.title for t in self.tables]}")
+
+
+@dataclass(frozen=True)
+class BenchmarkResult:
+    """Everything one ``benchmark_model`` run printed. Times in microseconds, memory in MB."""
+
+    init_us: float | None
+    first_inference_us: float | None
+    warmup_avg_us: float | None
+    inference_avg_us: float
+    warmup: RunStats | None
+    inference: RunStats | None
+    summary_style: str  # "old" (Average inference timings) or "new" (Inference timings)
+    memory: dict[str, float] = field(default_factory=dict)
+    model_size_mb: float | None = None
+    model_path: str | None = None
+    params: dict[str, str] = field(default_factory=dict)
+    delegates: tuple[dict[str, Any], ...] = ()
+    profiling: tuple[ProfileSection, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def num_threads(self) -> int | None:
+        for key in ("Num threads", "#threads used for CPU inference"):
+            if key in self.params and self.params[key].lstrip("-").isdigit():
+                return int(self.params[key])
+        return None
+
+    def section(self, prefix: str) -> ProfileSection:
+        for s in self.profiling:
+            if s.name.startswith(prefix):
+                return s
+        raise KeyError(f"no profiling section starting {prefix!r}; sections: {[s.name for s in self.profiling]}")
+
+
+# --------------------------------------------------------------------------- line cleaning
+
+
+def _clean(line: str) -> tuple[str, str]:
+    """(level, text): strip logcat and ``INFO:``-style prefixes; table rows keep their tabs."""
+    line = line.rstrip("\r\n")
+    line = _LOGCAT.sub("", line, count=1)
+    m = _LEVEL.match(line)
+    if m:
+        return m.group(1), line[m.end():].rstrip()
+    if line.startswith("\t"):
+        return "", line.rstrip(" ")
+    return "", line.strip()
+
+
+def _is_benchmark_line(text: str) -> bool:
+    return bool(_COUNT.match(text) or _RUNNING.match(text) or _OLD_SUMMARY.match(text) or _NEW_SUMMARY.match(text)
+                or _TABLE_TITLE.match(text))
+
+
+def _split_runs(lines: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """Split at ``STARTING!``. Text before the first one is its own run only if it holds
+    benchmark output (an excerpt that starts mid-run); otherwise it is the command echo or a
+    shell error and stays with the following run."""
+    runs: list[list[tuple[str, str]]] = [[]]
+    for lv, text in lines:
+        if text == "STARTING!" and runs[-1]:
+            runs.append([])
+        runs[-1].append((lv, text))
+    if len(runs) > 1 and not any(_is_benchmark_line(t) for _, t in runs[0]):
+        runs[1] = runs[0] + runs[1]
+        runs.pop(0)
+    return runs
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def _norm_col(name: str) -> str:
+    name = name.strip().strip("[]").strip().lower().replace("%", " pct")
+    return re.sub(r"[^a-z0-9]+", "_", name).strip("_")
+
+
+def _cell(col: str, raw: str) -> Any:
+    raw = raw.strip()
+    if col in ("name", "node_type"):
+        return raw
+    txt = raw[:-1] if raw.endswith("%") else raw
+    try:
+        val = float(txt)
+    except ValueError:
+        return raw
+    if col in ("count", "times_called") and val.is_integer():
+        return int(val)
+    return val
+
+
+def _split_row(text: str, ncols: int) -> list[str]:
+    if "\t" in text:
+        parts = text.split("\t")
+        if parts and parts[0].strip() == "":
+            parts = parts[1:]
+        return parts
+    return text.split(None, ncols - 1)  # retyped tables: spaces; the last column may hold spaces
+
+
+class _TableBuilder:
+    def __init__(self, title: str):
+        self.title = title
+        self.columns: list[str] = []
+        self.rows: list[dict[str, Any]] = []
+
+    def accepts(self, text: str) -> bool:
+        if not text.strip():
+            return False
+        if not self.columns:
+            return "[" in text
+        return text.startswith("\t") or _looks_like_row(text)
+
+    def feed(self, text: str) -> None:
+        if not self.columns:
+            cols = re.findall(r"\[([^\]]+)\]", text)
+            if not cols:
+                raise _Miss(f"profiling table {self.title!r} has no column header")
+            self.columns = [_norm_col(c) for c in cols]
+            return
+        parts = _split_row(text, len(self.columns))
+        if len(parts) != len(self.columns):
+            raise _Miss(f"profiling table {self.title!r}: row has {len(parts)} cells, header has "
+                        f"{len(self.columns)}: {text.strip()!r}")
+        self.rows.append({c: _cell(c, p) for c, p in zip(self.columns, parts)})
+
+    def build(self) -> ProfileTable:
+        return ProfileTable(self.title, tuple(self.columns), tuple(self.rows))
+
+
+# --------------------------------------------------------------------------- one run
+
+
+def _summary_items(body: str) -> dict[str, float]:
+    items = {k.strip(): float(v) for k, v in _SUMMARY_ITEM.findall(body)}
+    if not items:
+        raise _Miss(f"timing summary line without values: {body.strip()!r}")
+    return items
+
+
+def _close_to(a: float, b: float) -> bool:
+    return abs(a - b) <= _REL_TOL * max(abs(a), abs(b), 1.0)
+
+
+class _Miss(Exception):
+    """Internal: a parse miss; turned into ProfileParseError quoting the whole output."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.message, self.hint = message, hint
+
+
+def _parse_run(lines: list[tuple[str, str]]) -> BenchmarkResult:
+    params: dict[str, str] = {}
+    phases: list[RunStats | None] = []
+    pending_phase = False
+    summary: dict[str, float] | None = None
+    style = ""
+    memory: dict[str, float] = {}
+    init_ms: float | None = None
+    model_size = model_path = None
+    delegates: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    fatal: list[str] = []
+    sections: list[dict[str, Any]] = []
+    table: _TableBuilder | None = None
+
+    def close_table() -> None:
+        nonlocal table
+        if table is not None:
+            if not sections:
+                sections.append({"name": "Operator-wise Profiling Info", "tables": []})
+            sections[-1]["tables"].append(table.build())
+            table = None
+
+    for level, text in lines:
+        if table is not None:
+            if table.accepts(text):
+                table.feed(text)
+                continue
+            close_table()
+        text = text.strip()
+        if not text:
+            continue
+        if level == "ERROR" or _FATAL.search(text):
+            (fatal if _FATAL.search(text) else warnings).append(text)
+            continue
+        if (m := _TABLE_TITLE.match(text)):
+            table = _TableBuilder(m.group(1))
+            continue
+        if (m := _SECTION.match(text)):
+            sections.append({"name": m.group(1), "tables": []})
+            continue
+        if (m := _NODES_EXECUTED.match(text)):
+            _cur(sections)["nodes_executed"] = int(m.group(1))
+        elif text.endswith("nodes observed") and text.split()[0].isdigit():
+            _cur(sections)["nodes_observed"] = int(text.split()[0])
+        elif (m := _PROF_TIMINGS.match(text)):
+            _cur(sections)["timings"] = RunStats.from_pairs(int(m.group(1)), m.group(2), text)
+        elif text.startswith("Memory (bytes): count="):
+            pass  # the op profiler's memory counter; always count=0 in practice
+        elif _RUNNING.match(text):
+            if pending_phase:
+                phases.append(None)  # a phase header without a count line
+            pending_phase = True
+        elif (m := _COUNT.match(text)):
+            if not pending_phase:
+                raise _Miss(f"a count= line without a 'Running benchmark' header before it: {text!r}")
+            phases.append(RunStats.from_pairs(int(m.group(1)), m.group(2), text))
+            pending_phase = False
+        elif _OLD_SUMMARY.match(text) or _NEW_SUMMARY.match(text):
+            if summary is not None:
+                raise _Miss("two timing summary lines in one run")
+            style = "old" if _OLD_SUMMARY.match(text) else "new"
+            summary = _summary_items(text.split(":", 1)[1])
+        elif (m := _MEM_DELTA.match(text)):
+            memory["footprint_delta_init_mb"], memory["footprint_delta_overall_mb"] = map(float, m.groups())
+        elif (m := _MEM_PEAK.match(text)):
+            memory["peak_init_mb"], memory["peak_overall_mb"] = map(float, m.groups())
+        elif (m := _MEM_PERIODIC.match(text)):
+            memory["peak_periodic_mb"] = float(m.group(1))
+        elif (m := _INIT_SESSION.match(text)):
+            init_ms = float(m.group(1))
+        elif (m := _MODEL_SIZE.match(text)):
+            model_size = float(m.group(1))
+        elif (m := _LOADED.match(text)):
+            model_path = m.group(1).strip()
+        elif (m := _DELEGATE_CREATED.match(text)):
+            delegates.append({"event": "created", "delegate": (m.group(1) or m.group(2)).strip(), "for": m.group(2)})
+        elif (m := _DELEGATE_REPLACED.match(text)):
+            n, total, name, parts = m.groups()
+            delegates.append({"event": "replaced", "delegate": name, "nodes": int(n), "total_nodes": int(total),
+                              "partitions": int(parts)})
+        elif (m := _DELEGATE_APPLIED.match(text)):
+            name = m.group(1) or m.group(3)
+            delegates.append({"event": "applied", "delegate": name, "executes": m.group(2) or "none"})
+        elif (m := _PARAM.match(text)):
+            params[m.group(1).strip()] = m.group(2)
+        elif "error" in text.lower() or level == "WARNING":
+            warnings.append(text)
+    close_table()
+
+    if fatal:
+        raise _Miss(f"benchmark_model failed: {fatal[0]}",
+                    hint="check the model path, the delegate flags and that the binary runs on the device")
+    if summary is None:
+        errs = [w for w in warnings if "error" in w.lower()]
+        why = f"; it reported: {errs[0]}" if errs else ""
+        raise _Miss(f"no timing summary ('Inference timings in us' line) in benchmark_model output{why}"
+                    " (the run failed or the output was cut off)")
+    if pending_phase:
+        phases.append(None)
+    if len(phases) > 2:
+        raise _Miss(f"{len(phases)} 'Running benchmark' phases in one run, expected warmup + inference")
+    warmup = phases[0] if len(phases) == 2 else None
+    inference = phases[-1] if phases else None
+    if phases and inference is None:
+        raise _Miss("the inference phase printed no count= line")
+
+    # Map the summary keys (old: Warmup/Init/no stats|Inference; new: Init/First inference/...)
+    inf_key = next((k for k in ("Inference (avg)", "Inference", "no stats") if k in summary), None)
+    if inf_key is None:
+        raise _Miss(f"timing summary has no inference average (keys: {sorted(summary)})")
+    inf_avg = summary[inf_key]
+    warm_avg = summary.get("Warmup (avg)", summary.get("Warmup"))
+    if inference is not None and inference.mean_us is not None and not _close_to(inference.mean_us, inf_avg):
+        raise _Miss(f"inference average {inference.mean_us} in the count= line disagrees with {inf_avg} in the summary")
+    if warmup is not None and warm_avg is not None and warmup.mean_us is not None and not _close_to(
+            warmup.mean_us, warm_avg):
+        raise _Miss(f"warmup average {warmup.mean_us} in the count= line disagrees with {warm_avg} in the summary")
+    if not (math.isfinite(inf_avg) and inf_avg > 0):
+        raise _Miss(f"non-positive inference average {inf_avg} us")
+    init_us = summary.get("Init", init_ms * 1000.0 if init_ms is not None else None)
+
+    return BenchmarkResult(
+        init_us=init_us,
+        first_inference_us=summary.get("First inference", _first_us(warmup)),
+        warmup_avg_us=warm_avg,
+        inference_avg_us=inf_avg,
+        warmup=warmup,
+        inference=inference,
+        summary_style=style,
+        memory=memory,
+        model_size_mb=model_size,
+        model_path=model_path,
+        params=params,
+        delegates=tuple(delegates),
+        profiling=tuple(
+            ProfileSection(s["name"], tuple(s["tables"]), s.get("nodes_executed"), s.get("nodes_observed"),
+                           s.get("timings"))
+            for s in sections
+        ),
+        warnings=tuple(warnings),
+    )
+
+
+def _looks_like_row(text: str) -> bool:
+    """A retyped (tab-less) table row: a node type followed by numbers."""
+    parts = text.split()
+    return len(parts) >= 3 and re.fullmatch(r"[A-Za-z_][\w]*", parts[0]) is not None and re.fullmatch(
+        rf"{_NUM}%?", parts[1]) is not None
+
+
+def _cur(sections: list[dict[str, Any]]) -> dict[str, Any]:
+    if not sections:
+        sections.append({"name": "Operator-wise Profiling Info", "tables": []})
+    return sections[-1]
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def parse_benchmark_runs(text: str, *, skip_incomplete: bool = False) -> list[BenchmarkResult]:
+    """Every run in ``text`` (one per ``STARTING!``). A run that failed or was cut off
+    raises, unless ``skip_incomplete`` (then it is left out; at least one run must parse)."""
+    if not text or not text.strip():
+        raise ProfileParseError("empty benchmark_model output", text or "",
+                                hint="run the command by hand with `adb shell` to see what it prints")
+    lines = [_clean(ln) for ln in text.splitlines()]
+    results: list[BenchmarkResult] = []
+    misses: list[_Miss] = []
+    runs = _split_runs(lines)
+    for i, run in enumerate(runs):
+        try:
+            results.append(_parse_run(run))
+        except _Miss as e:
+            where = f"run {i + 1} of {len(runs)}: " if len(runs) > 1 else ""
+            if not skip_incomplete:
+                raise ProfileParseError(where + e.message, text, hint=e.hint) from None
+            misses.append(e)
+    if not results:
+        raise ProfileParseError(misses[0].message, text, hint=misses[0].hint)
+    return results
+
+
+def parse_benchmark_output(text: str) -> BenchmarkResult:
+    """The one run in a ``benchmark_model`` output; raises :class:`ProfileParseError`
+    (quoting the output) on an error, a missing summary or more than one run."""
+    runs = parse_benchmark_runs(text)
+    if len(runs) != 1:
+        raise ProfileParseError(f"benchmark_model output holds {len(runs)} runs, expected one "
+                                "(use parse_benchmark_runs for several)", text)
+    return runs[0]
+
+
+def median_basis(result: BenchmarkResult) -> str:
+    """``"p50"`` when the tool printed ``median=``, else ``"avg"``: what
+    :func:`to_latency_stats` reports as the median."""
+    inf = result.inference
+    return "p50" if inf is not None and inf.p50_us is not None else "avg"
+
+
+_Z90 = 1.2815515655446004  # standard normal 90% quantile
+_Z95 = 1.6448536269514722
+_IQR_PER_STD = 1.3489795003921634
+
+
+def to_latency_stats(result: BenchmarkResult, target_rel_iqr: float = 0.05):
+    """:class:`~nagkit.devices.base.LatencyStats` (ms) from the inference phase.
+
+    ``benchmark_model`` prints summary statistics, not samples, so:
+
+    * median = ``median=`` (p50) when printed, else the average (see :func:`median_basis`);
+    * p10/p90 are estimated: from p5/p50/p95 scaled to the normal 10/90% quantiles when those
+      are printed, else avg -/+ 1.2816 std; both clipped to [min, max];
+    * ``noisy`` compares the normal-equivalent IQR (1.349 std) with ``target_rel_iqr``;
+    * ``samples_ms`` is empty.
+
+    Raises :class:`ProfileParseError` when the output has only a summary average (no
+    per-run ``count=`` line for the inference phase).
+    """
+    from nagkit.devices.base import LatencyStats
+
+    inf = result.inference
+    if inf is None or inf.mean_us is None:
+        raise ProfileParseError(
+            "benchmark_model printed only an average inference time, no per-run statistics (count= line); "
+            "cannot give median/std/n", hint="use a benchmark_model build that prints 'count=... avg=... std=...'")
+    mean = inf.mean_us
+    std = inf.std_us if inf.std_us is not None else (0.0 if inf.count == 1 else None)
+    if std is None:
+        raise ProfileParseError(f"inference count= line without std (count={inf.count})")
+    med = inf.p50_us if inf.p50_us is not None else mean
+    lo = inf.min_us if inf.min_us is not None else (inf.curr_us if inf.count == 1 else med - 3 * std)
+    hi = inf.max_us if inf.max_us is not None else (inf.curr_us if inf.count == 1 else med + 3 * std)
+    if inf.p5_us is not None and inf.p95_us is not None and inf.p50_us is not None:
+        p10 = med - (med - inf.p5_us) * _Z90 / _Z95
+        p90 = med + (inf.p95_us - med) * _Z90 / _Z95
+    else:
+        p10, p90 = mean - _Z90 * std, mean + _Z90 * std
+    p10, p90 = min(max(p10, lo), hi), min(max(p90, lo), hi)
+    if med <= 0:
+        raise ProfileParseError(f"non-positive median inference time {med} us")
+    return LatencyStats(
+        median_ms=med / 1000.0,
+        mean_ms=mean / 1000.0,
+        std_ms=std / 1000.0,
+        p10_ms=p10 / 1000.0,
+        p90_ms=p90 / 1000.0,
+        min_ms=lo / 1000.0,
+        n=inf.count,
+        samples_ms=(),
+        noisy=bool(_IQR_PER_STD * std / med > target_rel_iqr),
+    )
+
+
+def _first_us(warmup: RunStats | None) -> float | None:
+    if warmup is None:
+        return None
+    if warmup.first_us is not None:
+        return warmup.first_us
+    return warmup.curr_us if warmup.count == 1 else None
