@@ -1,7 +1,11 @@
 """Convert a PyTorch module to ONNX (torch.onnx) or TFLite (litert-torch).
 
-Both take an ``nn.Module`` in eval mode and an example input; both write atomically.
-litert-torch is imported only here, on demand, so CUDA-only code never needs it.
+Both take an ``nn.Module`` (put in eval mode) and an example input with the exact shape the
+exported model will have (NCHW, as in PyTorch); both write atomically. The converters' chatter
+(Python-level prints and progress lines) is captured and logged at DEBUG level, and quoted in
+the error when a conversion fails; anything native code writes to file descriptor 1 is sent to
+stderr, so stdout stays clean for results. litert-torch is imported only here, on demand, so
+CUDA-only code never needs it.
 """
 
 from __future__ import annotations
@@ -10,7 +14,9 @@ import contextlib
 import io
 import logging
 import os
+import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from nagkit.errors import NagkitError
@@ -21,33 +27,86 @@ ONNX_OPSET = 17
 
 
 class ConversionError(NagkitError):
-    """A converter failed on a model."""
+    """A converter failed on a model (exit 3)."""
 
 
 @contextlib.contextmanager
-def _quiet():
-    """Converters print a lot to stdout; results must stay clean, so send it to stderr."""
-    import sys
-
-    with contextlib.redirect_stdout(sys.stderr):
+def _native_stdout_to_stderr() -> Iterator[None]:
+    """Point file descriptor 1 at stderr for the duration (native libraries print there)."""
+    try:
+        sys.stdout.flush()
+    except Exception:  # pragma: no cover - a closed or odd stdout
+        pass
+    try:
+        saved = os.dup(1)
+    except OSError:  # pragma: no cover - no fd 1 at all
         yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        try:
+            sys.stdout.flush()
+        except Exception:  # pragma: no cover
+            pass
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+@contextlib.contextmanager
+def _captured(what: str) -> Iterator[io.StringIO]:
+    """Capture Python-level stdout/stderr of a converter; log it at DEBUG level."""
+    buf = io.StringIO()
+    try:
+        with _native_stdout_to_stderr(), contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            yield buf
+    finally:
+        text = buf.getvalue().strip()
+        if text and log.isEnabledFor(logging.DEBUG):
+            log.debug("%s output:\n%s", what, text)
+
+
+def _tail(text: str, n: int = 1500) -> str:
+    text = text.strip()
+    if not text:
+        return ""
+    return "\n--- converter output (tail) ---\n" + (text if len(text) <= n else "..." + text[-n:])
+
+
+def _tmp_beside(path: Path, suffix: str) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a model file is as readable as any
+    return tmp
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def to_onnx(module, example, path: str | os.PathLike, opset: int = ONNX_OPSET) -> Path:
+    """Export with torch.onnx (TorchScript exporter, fixed input shape) and run onnx.checker."""
     import onnx
     import torch
 
+    if opset < 17:
+        raise ConversionError(f"ONNX opset {opset} is too old; nagkit exports opset >= 17")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     module = module.eval()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".onnx", dir=path.parent)
-    os.close(fd)
+    tmp = _tmp_beside(path, ".onnx")
+    buf = io.StringIO()
     try:
-        with _quiet(), torch.no_grad():
+        with _captured("torch.onnx") as buf, torch.no_grad():
             kwargs = dict(opset_version=opset, input_names=["input"], output_names=["output"])
             try:
                 torch.onnx.export(module, (example,), tmp, dynamo=False, **kwargs)
-            except TypeError:  # older torch without the dynamo flag
+            except TypeError as e:  # older torch without the dynamo flag
+                if "dynamo" not in str(e):
+                    raise
                 torch.onnx.export(module, (example,), tmp, **kwargs)
         model = onnx.load(tmp)
         onnx.checker.check_model(model, full_check=True)
@@ -55,7 +114,11 @@ def to_onnx(module, example, path: str | os.PathLike, opset: int = ONNX_OPSET) -
     except NagkitError:
         raise
     except Exception as e:
-        raise ConversionError(f"ONNX export of {type(module).__name__} failed: {e}") from e
+        raise ConversionError(
+            f"ONNX export of {type(module).__name__} (input {tuple(example.shape)}) failed: "
+            f"{type(e).__name__}: {e}{_tail(buf.getvalue())}",
+            hint="try --format tflite, or rerun with NAGKIT_DEBUG=1 for the traceback",
+        ) from e
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -63,26 +126,45 @@ def to_onnx(module, example, path: str | os.PathLike, opset: int = ONNX_OPSET) -
 
 
 def to_tflite(module, example, path: str | os.PathLike) -> Path:
+    """Convert with litert-torch (fp32, input layout NCHW as in PyTorch)."""
     try:
         import litert_torch
     except ImportError as e:  # pragma: no cover - depends on the install
         raise ConversionError(
             "TFLite export needs litert-torch, which is not installed here",
-            hint="pip install litert-torch (make setup installs it)",
+            hint="pip install litert-torch (make setup installs it), or use --format onnx",
         ) from e
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     module = module.eval()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tflite", dir=path.parent)
-    os.close(fd)
+    tmp = _tmp_beside(path, ".tflite")
+    buf = io.StringIO()
     try:
-        with _quiet(), contextlib.redirect_stderr(io.StringIO()) as err:
+        with _captured("litert-torch") as buf:
             edge = litert_torch.convert(module, (example,))
             edge.export(tmp)
+        if os.path.getsize(tmp) == 0:
+            raise RuntimeError("litert-torch wrote an empty file")
         os.replace(tmp, path)
     except Exception as e:
-        raise ConversionError(f"TFLite conversion of {type(module).__name__} failed: {e}") from e
+        raise ConversionError(
+            f"TFLite conversion of {type(module).__name__} (input {tuple(example.shape)}) failed: "
+            f"{type(e).__name__}: {e}{_tail(buf.getvalue())}",
+            hint="try --format onnx, or rerun with NAGKIT_DEBUG=1 for the traceback",
+        ) from e
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def converter_versions() -> dict[str, str | None]:
+    """Versions of the converters (None where one is not installed)."""
+    from importlib import metadata
+
+    out: dict[str, str | None] = {}
+    for dist in ("torch", "onnx", "litert-torch"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    return out

@@ -1,0 +1,210 @@
+"""Export a PyTorch module to ONNX and/or TFLite, then check each file's parity with PyTorch.
+
+:func:`export_model` converts into a hidden staging folder inside ``out_dir``, runs every
+exported file in its runtime (ONNX Runtime, LiteRT) against the module, and only then moves
+the files into place as ``<stem>.onnx`` / ``<stem>.tflite``. A failed conversion or parity check
+leaves nothing behind. The input layout is NCHW float32, exactly as the PyTorch module takes it;
+the batch is fixed at export time (``input_shape[0]``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nagkit.errors import BadInputError, UnknownNameError
+from nagkit.export.convert import converter_versions, to_onnx, to_tflite
+from nagkit.export.parity import DEFAULT_RTOL, ParityResult, check_parity, seeded_inputs
+from nagkit.export.runtime import load_model, runtime_versions
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("onnx", "tflite")
+SUFFIX = {"onnx": ".onnx", "tflite": ".tflite"}
+CONVERTER = {"onnx": "torch.onnx", "tflite": "litert-torch"}
+INPUT_LAYOUT = "NCHW"
+
+
+@dataclass
+class ExportedModel:
+    format: str
+    path: str
+    size_bytes: int
+    sha256: str
+    converter: str
+    converter_version: str | None
+    runtime: str
+    runtime_version: str | None
+    output_shape: list[int]
+    parity: list[ParityResult] = field(default_factory=list)
+
+    @property
+    def worst_parity(self) -> ParityResult | None:
+        """The check closest to (or furthest over) its tolerance."""
+        return max(self.parity, key=lambda r: r.max_abs_diff / r.tolerance) if self.parity else None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["parity"] = [p.to_dict() for p in self.parity]
+        w = self.worst_parity
+        d["parity_max_abs_diff"] = w.max_abs_diff if w else None
+        d["parity_tolerance"] = w.tolerance if w else None
+        return d
+
+
+@dataclass
+class ExportResult:
+    models: dict[str, ExportedModel]
+    input_shape: list[int]
+    input_layout: str = INPUT_LAYOUT
+    input_dtype: str = "float32"
+    versions: dict[str, str | None] = field(default_factory=dict)
+    durations_s: dict[str, float] = field(default_factory=dict)
+    seed: int = 0
+
+    @property
+    def paths(self) -> dict[str, Path]:
+        return {f: Path(m.path) for f, m in self.models.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "models": {f: m.to_dict() for f, m in self.models.items()},
+            "input": {"shape": self.input_shape, "layout": self.input_layout, "dtype": self.input_dtype},
+            "versions": self.versions,
+            "durations_s": self.durations_s,
+            "seed": self.seed,
+        }
+
+
+def normalize_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
+    """``'both'``, ``'onnx,tflite'`` or an iterable -> a sorted tuple of valid formats."""
+    if isinstance(formats, str):
+        items = [f.strip().lower() for f in formats.split(",") if f.strip()]
+    else:
+        items = [str(f).strip().lower() for f in formats]
+    out: set[str] = set()
+    for f in items:
+        if f in ("both", "all"):
+            out.update(FORMATS)
+        elif f in FORMATS:
+            out.add(f)
+        else:
+            raise UnknownNameError("export format", f, (*FORMATS, "both"))
+    if not out:
+        raise BadInputError(f"no export format given; valid formats: {', '.join((*FORMATS, 'both'))}")
+    return tuple(sorted(out))
+
+
+def file_sha256(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while b := f.read(chunk):
+            h.update(b)
+    return h.hexdigest()
+
+
+def all_versions() -> dict[str, str | None]:
+    """nagkit, Python, the converters and the runtimes."""
+    from nagkit import __version__
+
+    v: dict[str, str | None] = {"nagkit": __version__, "python": platform.python_version()}
+    v.update(converter_versions())
+    v.update(runtime_versions())
+    return v
+
+
+def export_model(
+    module,
+    input_shape: Sequence[int],
+    formats: str | Iterable[str] = FORMATS,
+    out_dir: str | os.PathLike = ".",
+    *,
+    stem: str = "model",
+    seed: int = 0,
+    parity: bool = True,
+    parity_inputs: np.ndarray | None = None,
+    rtol: float = DEFAULT_RTOL,
+    threads: int | None = None,
+    force: bool = False,
+) -> ExportResult:
+    """Convert ``module`` to each format, check parity, move the files into ``out_dir``.
+
+    ``input_shape``: the full NCHW shape, batch included (the exported batch is fixed).
+    ``parity_inputs``: inputs to compare on, in addition to the seeded ones (any multiple of
+    the batch). Existing ``<stem>.<ext>`` files in ``out_dir`` are replaced only with ``force``.
+    Raises :class:`~nagkit.export.parity.ParityError` (exit 1) on a mismatch and
+    :class:`~nagkit.export.convert.ConversionError` (exit 3) when a converter fails.
+    """
+    import torch
+
+    fmts = normalize_formats(formats)
+    shape = tuple(int(s) for s in input_shape)
+    if len(shape) != 4 or min(shape) < 1:
+        raise BadInputError(f"input_shape must be 4 positive ints (N, C, H, W), got {tuple(input_shape)}")
+    out_dir = Path(out_dir)
+    targets = {f: out_dir / f"{stem}{SUFFIX[f]}" for f in fmts}
+    existing = [str(p) for p in targets.values() if p.exists()]
+    if existing and not force:
+        raise BadInputError(
+            f"{', '.join(existing)} already exist{'s' if len(existing) == 1 else ''}; not overwriting",
+            hint="pass --force to replace, or choose another --out",
+        )
+    module = module.eval()
+    example = torch.from_numpy(seeded_inputs(shape, seed))
+    created_dir = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{stem}.export-", dir=out_dir))
+    durations: dict[str, float] = {}
+    versions = all_versions()
+    models: dict[str, ExportedModel] = {}
+    try:
+        for f in fmts:
+            tmp_path = staging / targets[f].name
+            t0 = time.perf_counter()
+            log.info("converting to %s with %s (input %s %s)", f, CONVERTER[f], shape, INPUT_LAYOUT)
+            (to_onnx if f == "onnx" else to_tflite)(module, example, tmp_path)
+            durations[f"convert_{f}"] = round(time.perf_counter() - t0, 4)
+            t0 = time.perf_counter()
+            loaded = load_model(tmp_path, threads=threads)
+            results = []
+            if parity:
+                results.append(check_parity(module, loaded, seed=seed, rtol=rtol))
+                if parity_inputs is not None:
+                    results.append(check_parity(module, loaded, inputs=parity_inputs, rtol=rtol))
+            durations[f"parity_{f}"] = round(time.perf_counter() - t0, 4)
+            results = [dataclasses.replace(r, path=str(targets[f])) for r in results]
+            for r in results:
+                log.info("%s parity (%s): max|diff| %.3g <= tol %.3g", f, r.describe_inputs(),
+                         r.max_abs_diff, r.tolerance)
+            models[f] = ExportedModel(
+                format=f, path=str(targets[f]), size_bytes=tmp_path.stat().st_size, sha256=file_sha256(tmp_path),
+                converter=CONVERTER[f], converter_version=versions.get("torch" if f == "onnx" else "litert-torch"),
+                runtime=loaded.runtime, runtime_version=versions.get(loaded.runtime),
+                output_shape=[int(v) if v is not None else -1 for v in loaded.output_shape], parity=results,
+            )
+            del loaded
+        for f in fmts:
+            os.replace(staging / targets[f].name, targets[f])
+    except BaseException:
+        if created_dir:
+            shutil.rmtree(staging, ignore_errors=True)
+            try:
+                out_dir.rmdir()
+            except OSError:
+                pass
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return ExportResult(models=models, input_shape=list(shape), versions=versions, durations_s=durations, seed=seed)
