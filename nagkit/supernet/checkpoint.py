@@ -38,16 +38,24 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         raise CheckpointError(f"weights path {str(p)!r} is a folder, not a checkpoint file")
     if p.stat().st_size == 0:
         raise CheckpointError(f"weights file {str(p)!r} is empty")
+    with open(p, "rb") as f:
+        head = f.read(4)
+    if not (head.startswith(b"PK") or head.startswith(b"\x80")):
+        raise CheckpointError(f"weights file {str(p)!r} is not a PyTorch checkpoint (it starts with {head!r})",
+                              hint="pass an OFA checkpoint (.pth) or one written by `nagkit supernet train`")
+    if head.startswith(b"PK") and not zipfile.is_zipfile(p):
+        raise CheckpointError(f"weights file {str(p)!r} is truncated or corrupt (its zip directory is missing)",
+                              hint="re-download or re-export the checkpoint")
     try:
         obj = torch.load(p, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as e:
-        txt = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-        kind = "truncated or corrupt" if zipfile.is_zipfile(p) or "zip" in txt.lower() or "EOF" in txt else "not a PyTorch checkpoint"
-        raise CheckpointError(f"weights file {str(p)!r} is {kind}: {txt}",
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as e:
+        txt = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
+        raise CheckpointError(f"weights file {str(p)!r} is truncated or corrupt: {txt}",
                               hint="re-download or re-export the checkpoint") from None
     except Exception as e:  # weights_only refusing a pickle with code objects, etc.
-        raise CheckpointError(f"weights file {str(p)!r} cannot be loaded safely: {str(e).splitlines()[0][:200]}",
-                              hint="nagkit loads checkpoints with weights_only=True and never unpickles code") from None
+        raise CheckpointError(f"weights file {str(p)!r} cannot be loaded safely (weights_only=True): "
+                              f"{str(e).splitlines()[0][:160]}",
+                              hint="nagkit never unpickles code; re-save the checkpoint as a plain state_dict") from None
     if not isinstance(obj, Mapping):
         raise CheckpointError(f"weights file {str(p)!r} holds a {type(obj).__name__}, not a state_dict")
     return dict(obj)
