@@ -1,0 +1,149 @@
+"""Unique blocks of a space, and the tiny model of each block, converted and cached.
+
+:func:`unique_layers` lists every distinct layer (by block key) that any architecture of a
+space can contain at the given resolutions: the stem, the fixed first block, every MBConv
+variant (in/out shape, mid channels, kernel, stride, SE, activation, skip), the final expand,
+pool, feature mix and classifier. It needs no torch.
+
+:class:`BlockCache` builds one block as a one-layer model (``nagkit.supernet.static.build_layer``),
+converts it to the device's model format and keeps the file under
+``<cache>/<format>-<converter version>/<key>.<ext>`` so a second profile skips conversion.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from nagkit.errors import BadInputError
+from nagkit.latency.keys import block_key
+from nagkit.space.arch import Arch
+from nagkit.space.space import LayerSpec, SearchSpace
+
+log = logging.getLogger(__name__)
+
+FORMATS = {"tflite": ".tflite", "onnx": ".onnx", "torch": ".pt"}
+
+
+def unique_layers(space: SearchSpace, resolutions: Iterable[int] | None = None) -> dict[str, LayerSpec]:
+    """Every distinct layer of ``space`` at ``resolutions`` (default: all), keyed by block key,
+    in network order (resolution by resolution, first occurrence wins)."""
+    res = list(space.resolutions) if resolutions is None else [int(r) for r in resolutions]
+    bad = [r for r in res if r not in space.resolutions]
+    if bad:
+        raise BadInputError(
+            f"resolution(s) {', '.join(map(str, bad))} not in space {space.name!r}; allowed: "
+            f"{', '.join(map(str, space.resolutions))}")
+    md = space.max_depth
+    n_head = 2  # stem + fixed first block
+    out: dict[str, LayerSpec] = {}
+    for r in res:
+        per_choice = []
+        for k in space.ks_list:
+            for e in space.expand_list:
+                # Every slot's shape is independent of the other slots' choices, so the
+                # deepest arch with one (k, e) everywhere visits every variant of that choice.
+                per_choice.append(space.layers(Arch(r, tuple(((k, e),) * md for _ in range(space.n_stages)))))
+        first = per_choice[0]
+        for layer in first[:n_head]:
+            out.setdefault(block_key(layer), layer)
+        for slot in range(space.n_block_slots):
+            for layers in per_choice:
+                layer = layers[n_head + slot]
+                out.setdefault(block_key(layer), layer)
+        for layer in first[n_head + space.n_block_slots:]:
+            out.setdefault(block_key(layer), layer)
+    return out
+
+
+def layer_input_shape(layer: LayerSpec) -> tuple[int, ...]:
+    """NCHW input of the one-layer model (classifier/feature mix take [1, C, 1, 1] too)."""
+    return (1, layer.cin, layer.in_hw, layer.in_hw)
+
+
+def build_block(layer: LayerSpec, seed: int = 0):
+    """The layer as an ``nn.Module`` in eval mode (random init from a fixed seed)."""
+    import torch
+
+    from nagkit.supernet.static import build_layer
+
+    torch.manual_seed(seed)
+    mod = build_layer(layer)
+    return mod.eval()
+
+
+def converter_versions(fmt: str) -> dict[str, str]:
+    """Versions of the tools that produce ``fmt`` files (part of the cache key)."""
+    from importlib import metadata
+
+    import torch
+
+    v = {"torch": torch.__version__.split("+")[0]}
+    names = {"tflite": ["litert-torch"], "onnx": ["onnx"], "torch": []}[fmt]
+    for n in names:
+        try:
+            v[n] = metadata.version(n)
+        except metadata.PackageNotFoundError:
+            v[n] = "missing"
+    if fmt == "onnx":
+        from nagkit.export.convert import ONNX_OPSET
+
+        v["opset"] = str(ONNX_OPSET)
+    return v
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("NAGKIT_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "nagkit")
+    return Path(base) / "blocks"
+
+
+class BlockCache:
+    """Converted one-block models on disk, keyed by block key + format + converter versions."""
+
+    def __init__(self, fmt: str, cache_dir: str | Path | None = None):
+        if fmt not in FORMATS:
+            raise BadInputError(f"model format {fmt!r} is not one of {', '.join(FORMATS)}")
+        self.fmt = fmt
+        self.versions = converter_versions(fmt)
+        tag = hashlib.sha256(repr(sorted(self.versions.items())).encode()).hexdigest()[:10]
+        self.root = Path(cache_dir) if cache_dir else default_cache_dir()
+        self.dir = self.root / f"{fmt}-{tag}"
+        self.hits = 0
+        self.misses = 0
+
+    def path_for(self, key: str) -> Path:
+        return self.dir / f"{key}{FORMATS[self.fmt]}"
+
+    def get(self, key: str, layer: LayerSpec) -> Path | Any:
+        """The block's model file (converting it on a miss); for ``torch`` the module itself."""
+        if self.fmt == "torch":
+            return build_block(layer)
+        p = self.path_for(key)
+        if p.exists() and p.stat().st_size > 0:
+            self.hits += 1
+            return p
+        self.misses += 1
+        self.dir.mkdir(parents=True, exist_ok=True)
+        return convert(build_block(layer), layer_input_shape(layer), self.fmt, p)
+
+    def info(self) -> dict[str, Any]:
+        return {"dir": str(self.dir), "format": self.fmt, "versions": self.versions,
+                "hits": self.hits, "misses": self.misses}
+
+
+def convert(module, input_shape: tuple[int, ...], fmt: str, path: Path) -> Path:
+    """Convert ``module`` to ``fmt`` at ``path`` (atomically, via nagkit.export.convert)."""
+    import torch
+
+    from nagkit.export.convert import to_onnx, to_tflite
+
+    example = torch.randn(*input_shape, generator=torch.Generator().manual_seed(0))
+    if fmt == "tflite":
+        return to_tflite(module, example, path)
+    if fmt == "onnx":
+        return to_onnx(module, example, path)
+    raise BadInputError(f"cannot convert to {fmt!r}; valid: tflite, onnx")

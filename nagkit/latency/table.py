@@ -1,0 +1,471 @@
+"""The latency lookup table: schema, strict loading, atomic saving and arch prediction.
+
+A table maps block keys (:mod:`nagkit.latency.keys`) to latency statistics measured on one
+device with one runtime. An architecture's latency is the sum over its layers of the table's
+``stat`` (``median_ms`` for tables profiled by nagkit, ``mean_ms`` for OFA imports), optionally
+corrected by a calibration ``scale * sum + offset`` fitted on measured whole networks.
+
+File format (JSON)::
+
+    {"format": "nagkit-latency-table", "schema": 1, "device": {...}, "runtime": {...},
+     "space": {"name": ..., "spec": {SearchSpace.to_dict()}}, "resolutions": [224, ...],
+     "created": "2026-...Z", "stat": "median_ms",
+     "entries": {key: {"median_ms", "mean_ms", "std_ms", "p10_ms", "p90_ms", "n"}},
+     "entries_sha256": "...", "calibration": null | {"scale", "offset", "fit_error", "n_fit", ...},
+     "provenance": {...}}
+
+``fit_error`` is the mean absolute percentage error of the calibrated prediction on the
+networks it was fitted on. ``entries_sha256`` is a sha256 over the canonical JSON of
+``entries``; :meth:`LatencyTable.load` recomputes and checks it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nagkit.errors import ArtifactError, BadInputError
+from nagkit.io import atomic_write_json
+from nagkit.latency.keys import block_key, scoped
+from nagkit.space.arch import Arch
+from nagkit.space.space import SearchSpace
+
+FORMAT = "nagkit-latency-table"
+SCHEMA_VERSION = 1
+STAT_FIELDS = ("median_ms", "mean_ms", "std_ms", "p10_ms", "p90_ms", "n")
+PREDICT_STATS = ("median_ms", "mean_ms")
+_REQUIRED = ("format", "schema", "device", "runtime", "space", "resolutions", "created", "stat",
+             "entries", "entries_sha256", "calibration", "provenance")
+
+
+class MissingBlockError(BadInputError):
+    """An architecture needs a block the table has no entry for."""
+
+
+def entries_digest(entries: Mapping[str, Mapping[str, Any]]) -> str:
+    canon = json.dumps(entries, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """``calibrated = scale * raw_sum + offset`` (ms), least squares on ``n_fit`` networks."""
+
+    scale: float
+    offset: float
+    fit_error: float
+    n_fit: int
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def apply(self, raw):
+        return self.scale * raw + self.offset
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scale": self.scale, "offset": self.offset, "fit_error": self.fit_error,
+                "n_fit": self.n_fit, **self.details}
+
+    @classmethod
+    def fit(cls, raw_ms: Sequence[float], measured_ms: Sequence[float],
+            **details: Any) -> Calibration:
+        """Least-squares fit of ``measured ≈ scale * raw + offset``.
+
+        With one network only the scale is fitted (offset 0)."""
+        x = np.asarray(raw_ms, dtype=np.float64)
+        y = np.asarray(measured_ms, dtype=np.float64)
+        if x.size == 0 or x.size != y.size:
+            raise BadInputError(f"calibration needs as many measured as predicted values (>0), "
+                                f"got {x.size} and {y.size}")
+        if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y)) and np.all(x > 0) and np.all(y > 0)):
+            raise BadInputError("calibration values must be finite and > 0")
+        if x.size == 1 or np.ptp(x) <= 1e-9 * x.mean():
+            scale, offset = float(np.sum(x * y) / np.sum(x * x)), 0.0
+        else:
+            a = np.stack([x, np.ones_like(x)], axis=1)
+            (scale, offset), *_ = np.linalg.lstsq(a, y, rcond=None)
+            scale, offset = float(scale), float(offset)
+        if scale <= 0:
+            raise BadInputError(f"calibration fit gave a non-positive scale {scale:.4g}; the measured "
+                                "networks do not track the table (measure more, or re-profile)")
+        pred = scale * x + offset
+        fit_error = float(np.mean(np.abs(pred - y) / y) * 100)
+        raw_error = float(np.mean(np.abs(x - y) / y) * 100)
+        return cls(scale, offset, fit_error, int(x.size),
+                   {"fit_error_unit": "MAPE %", "raw_mape": raw_error, **details})
+
+
+@dataclass(frozen=True)
+class LatencyTable:
+    device: dict[str, Any]
+    runtime: dict[str, Any]
+    space_name: str
+    space_spec: dict[str, Any]
+    resolutions: tuple[int, ...]
+    entries: dict[str, dict[str, Any]]
+    stat: str = "median_ms"
+    created: str = field(default_factory=utc_now)
+    calibration: Calibration | None = None
+    provenance: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = field(default=None, compare=False)
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.stat not in PREDICT_STATS:
+            raise BadInputError(f"table stat {self.stat!r} is not one of {', '.join(PREDICT_STATS)}")
+        object.__setattr__(self, "resolutions", tuple(int(r) for r in self.resolutions))
+
+    # -- construction --------------------------------------------------------------------
+    @classmethod
+    def create(cls, space: SearchSpace, entries: Mapping[str, Mapping[str, Any]], *,
+               device: Mapping[str, Any], runtime: Mapping[str, Any], resolutions: Iterable[int],
+               stat: str = "median_ms", provenance: Mapping[str, Any] | None = None,
+               calibration: Calibration | None = None) -> LatencyTable:
+        ents = {k: _check_entry(k, dict(v), stat, "<new table>") for k, v in entries.items()}
+        return cls(device=dict(device), runtime=dict(runtime), space_name=space.name,
+                   space_spec=space.to_dict(), resolutions=tuple(sorted(set(resolutions))),
+                   entries=dict(sorted(ents.items())), stat=stat, calibration=calibration,
+                   provenance=dict(provenance or {}))
+
+    def with_calibration(self, calibration: Calibration | None) -> LatencyTable:
+        return replace(self, calibration=calibration, _cache={})
+
+    def space(self) -> SearchSpace:
+        return SearchSpace.from_dict(self.space_spec)
+
+    # -- I/O -----------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "schema": SCHEMA_VERSION,
+            "device": self.device,
+            "runtime": self.runtime,
+            "space": {"name": self.space_name, "spec": self.space_spec},
+            "resolutions": list(self.resolutions),
+            "created": self.created,
+            "stat": self.stat,
+            "entries": self.entries,
+            "entries_sha256": entries_digest(self.entries),
+            "calibration": self.calibration.to_dict() if self.calibration else None,
+            "provenance": self.provenance,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        return atomic_write_json(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | Path) -> LatencyTable:
+        path = Path(path)
+        if path.is_dir():
+            raise ArtifactError(f"latency table {str(path)!r} is a folder, not a JSON file")
+        if not path.exists():
+            raise ArtifactError(f"latency table {str(path)!r} does not exist",
+                                hint="profile one with `nagkit profile --device D --space S --out T.json` "
+                                     "or import OFA's with `nagkit lut import-ofa DIR --out T.json`")
+        raw = path.read_bytes()
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            where = f" at line {e.lineno} column {e.colno}" if isinstance(e, json.JSONDecodeError) else ""
+            raise ArtifactError(
+                f"latency table {str(path)!r} is truncated or corrupt (not valid JSON{where}, "
+                f"{len(raw)} bytes); it is refused", hint=_rebuild_hint(path, None)) from None
+        return cls.from_dict(obj, path=path)
+
+    @classmethod
+    def from_dict(cls, obj: Any, path: Path | None = None) -> LatencyTable:
+        src = str(path) if path else "<table>"
+        if not isinstance(obj, dict):
+            raise ArtifactError(f"latency table {src!r} must be a JSON object, got {type(obj).__name__}",
+                                hint=_rebuild_hint(path, None))
+        if obj.get("format") != FORMAT:
+            raise ArtifactError(f"{src!r} is not a nagkit latency table (format {obj.get('format')!r}, "
+                                f"expected {FORMAT!r})",
+                                hint="OFA YAML tables are imported with `nagkit lut import-ofa DIR --out T.json`")
+        if obj.get("schema") != SCHEMA_VERSION:
+            raise ArtifactError(f"latency table {src!r} has schema version {obj.get('schema')!r}; this "
+                                f"nagkit reads schema {SCHEMA_VERSION}", hint=_rebuild_hint(path, obj))
+        missing = [k for k in _REQUIRED if k not in obj]
+        if missing:
+            raise ArtifactError(f"latency table {src!r} is missing field(s) {', '.join(missing)}",
+                                hint=_rebuild_hint(path, obj))
+        for name, typ in (("device", dict), ("runtime", dict), ("space", dict), ("resolutions", list),
+                          ("entries", dict), ("provenance", dict), ("created", str), ("stat", str),
+                          ("entries_sha256", str)):
+            if not isinstance(obj[name], typ):
+                raise ArtifactError(f"latency table {src!r}: field {name!r} must be a {typ.__name__}, "
+                                    f"got {type(obj[name]).__name__}", hint=_rebuild_hint(path, obj))
+        sp = obj["space"]
+        if not isinstance(sp.get("name"), str) or not isinstance(sp.get("spec"), dict):
+            raise ArtifactError(f"latency table {src!r}: field 'space' needs 'name' and 'spec'",
+                                hint=_rebuild_hint(path, obj))
+        if obj["stat"] not in PREDICT_STATS:
+            raise ArtifactError(f"latency table {src!r}: stat {obj['stat']!r} is not one of "
+                                f"{', '.join(PREDICT_STATS)}", hint=_rebuild_hint(path, obj))
+        res = obj["resolutions"]
+        if not res or not all(isinstance(r, int) and not isinstance(r, bool) and r > 0 for r in res):
+            raise ArtifactError(f"latency table {src!r}: 'resolutions' must be a non-empty list of "
+                                f"positive integers, got {res!r}", hint=_rebuild_hint(path, obj))
+        entries = obj["entries"]
+        if not entries:
+            raise ArtifactError(f"latency table {src!r} has no entries", hint=_rebuild_hint(path, obj))
+        for k, v in entries.items():
+            _check_entry(k, v, obj["stat"], src, path, obj)
+        try:
+            digest = entries_digest(entries)
+        except ValueError:  # NaN/inf slipped through
+            raise ArtifactError(f"latency table {src!r} has non-finite latencies",
+                                hint=_rebuild_hint(path, obj)) from None
+        if digest != obj["entries_sha256"]:
+            raise ArtifactError(
+                f"latency table {src!r} fails its integrity check: the entries' sha256 is "
+                f"{digest[:12]}…, the file records {obj['entries_sha256'][:12]}… (edited or corrupted)",
+                hint=_rebuild_hint(path, obj))
+        cal = _read_calibration(obj["calibration"], src, path, obj)
+        return cls(device=obj["device"], runtime=obj["runtime"], space_name=sp["name"],
+                   space_spec=sp["spec"], resolutions=tuple(res), entries=entries, stat=obj["stat"],
+                   created=obj["created"], calibration=cal, provenance=obj["provenance"], path=path)
+
+    # -- lookup --------------------------------------------------------------------------
+    def lookup(self, key: str, r: int | None = None) -> dict[str, Any] | None:
+        """The entry of ``key`` (the resolution-scoped one first), or None."""
+        if r is not None:
+            e = self.entries.get(scoped(key, r))
+            if e is not None:
+                return e
+        return self.entries.get(key)
+
+    def block_ms(self, key: str, r: int | None = None) -> float:
+        e = self.lookup(key, r)
+        if e is None:
+            raise self._missing(key, r)
+        return float(e[self.stat])
+
+    def _missing(self, key: str, r: int | None, arch: Arch | None = None) -> MissingBlockError:
+        where = f" (needed by arch {arch})" if arch is not None else ""
+        dev = self.device.get("spec") or "D"
+        res = r if r is not None else ",".join(map(str, self.resolutions))
+        out = str(self.path) if self.path else "T.json"
+        return MissingBlockError(
+            f"latency table{f' {str(self.path)!r}' if self.path else ''} has no entry for block "
+            f"{key!r}{f' at r={r}' if r is not None else ''}{where}",
+            hint=f"profile it with `nagkit profile --device {dev} --space {self.space_name} "
+                 f"--resolutions {res} --out {out} --resume`")
+
+    # -- prediction ----------------------------------------------------------------------
+    def predict(self, space: SearchSpace, arch: Arch | str | Mapping, calibrated: bool = True) -> float:
+        """Predicted latency (ms) of one arch: the sum of its layers' entries, calibrated when
+        ``calibrated`` and the table has a calibration."""
+        arch = space.parse_arch(arch)
+        total = 0.0
+        for layer in space.layers(arch):
+            key = block_key(layer)
+            e = self.lookup(key, arch.r)
+            if e is None:
+                raise self._missing(key, arch.r, arch)
+            total += float(e[self.stat])
+        if calibrated and self.calibration is not None:
+            return float(self.calibration.apply(total))
+        return total
+
+    def breakdown(self, space: SearchSpace, arch: Arch) -> list[tuple[str, float]]:
+        """(key, ms) per layer, in network order."""
+        arch = space.parse_arch(arch)
+        return [(k, self.block_ms(k, arch.r)) for k in (block_key(l) for l in space.layers(arch))]
+
+    def _arrays(self, space: SearchSpace, r: int) -> tuple[float, np.ndarray]:
+        """(fixed ms, slot ms [n_slots, n_k, n_e]) for one resolution; NaN marks a missing key."""
+        ck = (space, r)
+        hit = self._cache.get(ck)
+        if hit is not None:
+            return hit
+        md = space.max_depth
+        slots = np.full((space.n_block_slots, len(space.ks_list), len(space.expand_list)), np.nan)
+        fixed = math.nan
+        for ki, k in enumerate(space.ks_list):
+            for ei, e in enumerate(space.expand_list):
+                arch = Arch(r, tuple(((k, e),) * md for _ in range(space.n_stages)))
+                layers = space.layers(arch)
+                vals = []
+                for layer in layers:
+                    ent = self.lookup(block_key(layer), r)
+                    vals.append(float(ent[self.stat]) if ent is not None else math.nan)
+                n_fixed_head = 2
+                slots[:, ki, ei] = vals[n_fixed_head:n_fixed_head + space.n_block_slots]
+                fixed = sum(vals[:n_fixed_head]) + sum(vals[n_fixed_head + space.n_block_slots:])
+        self._cache[ck] = (fixed, slots)
+        return fixed, slots
+
+    def predict_many(self, space: SearchSpace, archs: Sequence[Arch | str | Mapping],
+                     calibrated: bool = True) -> np.ndarray:
+        """Predicted latency (ms) of many archs at once (vectorised lookups)."""
+        archs = [a if isinstance(a, Arch) else space.parse_arch(a) for a in archs]
+        n = len(archs)
+        if n == 0:
+            return np.zeros(0)
+        md, ns = space.max_depth, space.n_stages
+        kidx = {k: i for i, k in enumerate(space.ks_list)}
+        eidx = {e: i for i, e in enumerate(space.expand_list)}
+        r_arr = np.empty(n, dtype=np.int64)
+        kk = np.zeros((n, ns * md), dtype=np.int64)
+        ee = np.zeros((n, ns * md), dtype=np.int64)
+        act = np.zeros((n, ns * md), dtype=bool)
+        for i, a in enumerate(archs):
+            r_arr[i] = a.r
+            if len(a.stages) != ns:
+                space.validate(a)
+            for si, st in enumerate(a.stages):
+                if len(st) > md:
+                    space.validate(a)
+                base = si * md
+                for bi, (k, e) in enumerate(st):
+                    try:
+                        kk[i, base + bi] = kidx[k]
+                        ee[i, base + bi] = eidx[e]
+                    except KeyError:
+                        space.validate(a)
+                    act[i, base + bi] = True
+        out = np.empty(n, dtype=np.float64)
+        slot_ix = np.arange(ns * md)[None, :]
+        for r in np.unique(r_arr):
+            sel = np.nonzero(r_arr == r)[0]
+            if int(r) not in space.resolutions:
+                space.validate(archs[int(sel[0])])
+            fixed, slots = self._arrays(space, int(r))
+            per = slots[slot_ix, kk[sel], ee[sel]]
+            out[sel] = fixed + np.where(act[sel], per, 0.0).sum(axis=1)
+        bad = np.nonzero(~np.isfinite(out))[0]
+        if bad.size:
+            self.predict(space, archs[int(bad[0])], calibrated=False)  # raises naming the key
+            raise ArtifactError(f"latency table has a non-finite entry used by arch {archs[int(bad[0])]}")
+        if calibrated and self.calibration is not None:
+            out = self.calibration.apply(out)
+        return out
+
+    def latency_range(self, space: SearchSpace, calibrated: bool = True) -> tuple[float, float]:
+        """(fastest, slowest) predicted latency over every arch of ``space``."""
+        lo, hi = math.inf, -math.inf
+        md = space.max_depth
+        for r in space.resolutions:
+            fixed, slots = self._arrays(space, r)
+            if not np.isfinite(fixed) or not np.all(np.isfinite(slots)):
+                a = space.largest(r)
+                self.predict(space, a, calibrated=False)
+                self.predict(space, space.smallest(r), calibrated=False)
+                raise self._missing("(a block of some arch)", r)
+            smin = slots.reshape(slots.shape[0], -1).min(axis=1)
+            smax = slots.reshape(slots.shape[0], -1).max(axis=1)
+            rlo, rhi = fixed, fixed
+            for s in range(space.n_stages):
+                cmin = np.cumsum(smin[s * md:(s + 1) * md])
+                cmax = np.cumsum(smax[s * md:(s + 1) * md])
+                rlo += min(cmin[d - 1] for d in space.depth_list)
+                rhi += max(cmax[d - 1] for d in space.depth_list)
+            lo, hi = min(lo, rlo), max(hi, rhi)
+        if calibrated and self.calibration is not None:
+            lo, hi = self.calibration.apply(lo), self.calibration.apply(hi)
+        return float(lo), float(hi)
+
+    def missing_keys(self, space: SearchSpace, resolutions: Iterable[int] | None = None) -> list[str]:
+        """Keys the space needs (at ``resolutions``) that the table lacks, sorted."""
+        from nagkit.latency.blocks import unique_layers
+
+        res = list(resolutions) if resolutions is not None else list(space.resolutions)
+        miss = set()
+        for r in res:
+            for key in unique_layers(space, [r]):
+                if self.lookup(key, r) is None:
+                    miss.add(key)
+        return sorted(miss)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path) if self.path else None,
+            "space": self.space_name,
+            "device": self.device,
+            "runtime": self.runtime,
+            "resolutions": list(self.resolutions),
+            "created": self.created,
+            "stat": self.stat,
+            "n_entries": len(self.entries),
+            "calibration": self.calibration.to_dict() if self.calibration else None,
+            "provenance": self.provenance,
+        }
+
+
+def _rebuild_hint(path: Path | None, obj: Any) -> str:
+    out = str(path) if path else "T.json"
+    dev, space, res = "D", "S", None
+    if isinstance(obj, dict):
+        if isinstance(obj.get("device"), dict) and obj["device"].get("spec"):
+            dev = obj["device"]["spec"]
+        if isinstance(obj.get("space"), dict) and isinstance(obj["space"].get("name"), str):
+            space = obj["space"]["name"]
+        if isinstance(obj.get("resolutions"), list):
+            res = ",".join(str(r) for r in obj["resolutions"])
+        if isinstance(obj.get("provenance"), dict) and obj["provenance"].get("source") == "ofa-yaml":
+            return f"re-import it with `nagkit lut import-ofa DIR --out {out}`"
+    cmd = f"nagkit profile --device {dev} --space {space}"
+    if res:
+        cmd += f" --resolutions {res}"
+    return f"rebuild it with `{cmd} --out {out} --resume` (the journal beside it keeps measured blocks)"
+
+
+def _finite_pos(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+def _check_entry(key: str, v: Any, stat: str, src: str, path: Path | None = None,
+                 obj: Any = None) -> dict[str, Any]:
+    def fail(msg: str) -> ArtifactError:
+        return ArtifactError(f"latency table {src!r}: entry {key!r} {msg}", hint=_rebuild_hint(path, obj))
+
+    if not isinstance(key, str) or not key:
+        raise fail("has an empty key")
+    if not isinstance(v, dict):
+        raise fail(f"must be an object with {', '.join(STAT_FIELDS)}")
+    missing = [f for f in STAT_FIELDS if f not in v]
+    if missing:
+        raise fail(f"is missing field(s) {', '.join(missing)}")
+    if not _finite_pos(v[stat]):
+        raise fail(f"has {stat}={v[stat]!r}; latencies must be finite and > 0")
+    for f in ("median_ms", "mean_ms", "p10_ms", "p90_ms"):
+        if v[f] is not None and not _finite_pos(v[f]):
+            raise fail(f"has {f}={v[f]!r}; latencies must be finite and > 0 (or null when not recorded)")
+    s = v["std_ms"]
+    if s is not None and not (isinstance(s, (int, float)) and not isinstance(s, bool)
+                              and math.isfinite(s) and s >= 0):
+        raise fail(f"has std_ms={s!r}; it must be finite and >= 0")
+    if not isinstance(v["n"], int) or isinstance(v["n"], bool) or v["n"] < 1:
+        raise fail(f"has n={v['n']!r}; it must be a positive integer")
+    return v
+
+
+def _read_calibration(c: Any, src: str, path: Path | None, obj: Any) -> Calibration | None:
+    if c is None:
+        return None
+    hint = "re-fit it with `nagkit lut calibrate --lut T --device D --samples N`"
+    if not isinstance(c, dict):
+        raise ArtifactError(f"latency table {src!r}: 'calibration' must be an object or null", hint=hint)
+    missing = [k for k in ("scale", "offset", "fit_error", "n_fit") if k not in c]
+    if missing:
+        raise ArtifactError(f"latency table {src!r}: calibration is missing {', '.join(missing)}", hint=hint)
+    ok = (_finite_pos(c["scale"]) and isinstance(c["offset"], (int, float)) and math.isfinite(c["offset"])
+          and isinstance(c["fit_error"], (int, float)) and math.isfinite(c["fit_error"]) and c["fit_error"] >= 0
+          and isinstance(c["n_fit"], int) and c["n_fit"] >= 1)
+    if not ok:
+        raise ArtifactError(f"latency table {src!r}: calibration has invalid values "
+                            f"(scale={c['scale']!r}, offset={c['offset']!r}, fit_error={c['fit_error']!r}, "
+                            f"n_fit={c['n_fit']!r})", hint=hint)
+    details = {k: v for k, v in c.items() if k not in ("scale", "offset", "fit_error", "n_fit")}
+    return Calibration(float(c["scale"]), float(c["offset"]), float(c["fit_error"]), int(c["n_fit"]), details)

@@ -1,0 +1,122 @@
+"""OFA note10 import: the committed table reproduces OFA's own summed latency."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from nagkit.latency.ofa import import_ofa
+from nagkit.latency.table import LatencyTable
+from nagkit.space import get_space, sample_many
+from tests.cli.helpers import run_cli
+from tests.latency.conftest import NOTE10_DIR
+
+COMMITTED = Path(__file__).resolve().parents[2] / "latency_tables" / "note10.json"
+
+# OFA w1.2 layout, written out from the rules in the data folder's README (not from nagkit).
+WIDTHS = [24, 32, 48, 96, 136, 192]
+STRIDES = [2, 2, 2, 1, 2]
+SE = [0, 1, 0, 1, 1]
+HS = [0, 0, 1, 1, 1]
+
+
+def ofa_sum(yamls: dict, ofa: dict) -> float:
+    """OFA's LatencyEstimator sum for one arch, straight from the YAML of its resolution."""
+    r = ofa["r"]
+    t = yamls[r]
+    f = (r + 1) // 2
+    total = t[f"Conv-input:{r}x{r}x3-output:{f}x{f}x24"]["mean"]
+    total += t[f"expanded_conv-input:{f}x{f}x24-output:{f}x{f}x24-expand:24-kernel:3-stride:1-"
+               "idskip:1-se:0-hs:0"]["mean"]
+    cin = 24
+    for s in range(5):
+        for i in range(ofa["d"][s]):
+            idx = s * 4 + i
+            stride = STRIDES[s] if i == 0 else 1
+            out = int((f - 1) / stride + 1)
+            cout = WIDTHS[s + 1]
+            mid = round(cin * ofa["e"][idx])
+            key = (f"expanded_conv-input:{f}x{f}x{cin}-output:{out}x{out}x{cout}-expand:{mid}-"
+                   f"kernel:{ofa['ks'][idx]}-stride:{stride}-idskip:{0 if i == 0 else 1}-"
+                   f"se:{SE[s]}-hs:{HS[s]}")
+            total += t[key]["mean"]
+            f, cin = out, cout
+    total += t[f"Conv_1-input:{f}x{f}x192-output:{f}x{f}x1152"]["mean"]
+    total += t[f"AvgPool2D-input:{f}x{f}x1152-output:1x1x1152"]["mean"]
+    total += t["Conv_2-input:1x1x1152-output:1x1x1536"]["mean"]
+    total += t["Logits-input:1x1x1536-output:1000"]["mean"]
+    return total
+
+
+@pytest.fixture(scope="module")
+def yamls():
+    out = {}
+    for p in Path(NOTE10_DIR).glob("*_lookup_table.yaml"):
+        with open(p) as fh:
+            out[int(p.name.split("_")[0])] = yaml.safe_load(fh)
+    return out
+
+
+@pytest.fixture(scope="module")
+def space():
+    return get_space("ofa-mbv3-w1.2")
+
+
+@pytest.fixture(scope="module")
+def committed():
+    return LatencyTable.load(COMMITTED)
+
+
+def test_committed_note10_equals_a_fresh_import(committed, space):
+    fresh = import_ofa(NOTE10_DIR, space)
+    assert fresh.entries == committed.entries
+    assert committed.space_name == "ofa-mbv3-w1.2" and committed.stat == "mean_ms"
+
+
+def test_smallest_and_largest_match_ofa(committed, space):
+    assert committed.predict(space, space.smallest(160)) == pytest.approx(9.9, abs=0.05)
+    assert committed.predict(space, space.largest(224)) == pytest.approx(92.4, abs=0.05)
+    assert committed.latency_range(space) == pytest.approx(
+        (committed.predict(space, space.smallest(160)), committed.predict(space, space.largest(224))))
+
+
+def test_random_archs_match_an_independent_sum_over_the_yaml(committed, space, yamls):
+    archs = sample_many(space, 200, seed=7)
+    ours = committed.predict_many(space, archs)
+    theirs = np.array([ofa_sum(yamls, space.to_ofa_dict(a)) for a in archs])
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+    assert ours[0] == pytest.approx(committed.predict(space, archs[0]))
+
+
+def test_predict_many_is_fast_for_16000_archs(committed, space):
+    import time
+
+    archs = sample_many(space, 16000, seed=1)
+    t0 = time.perf_counter()
+    pred = committed.predict_many(space, archs)
+    dt = time.perf_counter() - t0
+    assert pred.shape == (16000,) and np.all(np.isfinite(pred)) and np.all(pred > 0)
+    assert dt < 1.0, f"predict_many took {dt:.2f}s for 16000 archs"
+
+
+def test_cli_predict_accepts_ofa_dict_and_string(space, cli_env, yamls):
+    arch = sample_many(space, 1, seed=11)[0]
+    ofa = space.to_ofa_dict(arch)
+    res = run_cli(["lut", "predict", "--lut", str(COMMITTED), "--arch", json.dumps(ofa),
+                   "--arch", str(arch), "--json"], env=cli_env)
+    assert res.code == 0, res.err
+    out = json.loads(res.out)
+    want = ofa_sum(yamls, ofa)
+    assert [p["predicted_ms"] for p in out["predictions"]] == pytest.approx([want, want])
+    assert out["calibrated"] is False
+
+
+def test_import_refuses_wrong_space(tmp_path):
+    from nagkit.errors import ArtifactError
+
+    with pytest.raises(ArtifactError, match="lack"):
+        import_ofa(NOTE10_DIR, get_space("ofa-mbv3-w1.0").replace(resolutions=(160, 224)))
