@@ -127,6 +127,9 @@ def to_onnx(module, example, path: str | os.PathLike, opset: int = ONNX_OPSET) -
 
 def to_tflite(module, example, path: str | os.PathLike) -> Path:
     """Convert with litert-torch (fp32, input layout NCHW as in PyTorch)."""
+    # TensorFlow's native INFO lines on stderr are noise for users; -vv (DEBUG) keeps them.
+    if not log.isEnabledFor(logging.DEBUG):
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         import litert_torch
     except ImportError as e:  # pragma: no cover - depends on the install

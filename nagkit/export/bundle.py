@@ -1,0 +1,439 @@
+"""Bundles: a folder (and the same as a .zip beside it) with the model(s), manifest.json, README.md.
+
+Layout of a bundle ``DIR`` (and ``DIR.zip``, whose entries sit under one top folder ``DIR.name/``)::
+
+    model.tflite      and/or model.onnx (fp32, NCHW input)
+    manifest.json     validated against nagkit/export/manifest.schema.json
+    README.md         how to run it with LiteRT and ONNX Runtime
+
+:func:`write_bundle` builds everything in a temporary folder beside the target and renames it
+into place; an existing bundle is replaced only with ``force``. :func:`read_bundle` opens a
+folder or a .zip; zip extraction refuses entries that would land outside the folder (absolute
+paths, ``..``, symlinks, devices) and checks every model's sha256 against the manifest.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import re
+import shutil
+import stat
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from nagkit.errors import ArtifactError, BadInputError
+from nagkit.export.schema import validate_manifest
+
+SCHEMA_ID = "nagkit.bundle/1"
+MODEL_FILES = {"tflite": "model.tflite", "onnx": "model.onnx"}
+RANDOM_INIT_NOTE = "random-init weights: the model is only good for latency checks, not for predictions"
+MAX_ZIP_ENTRIES = 64
+MAX_ZIP_BYTES = 4 << 30
+
+
+@dataclass
+class Bundle:
+    """An opened bundle. For a zip, ``root`` is a temporary folder removed by :meth:`close`."""
+
+    root: Path
+    manifest: dict[str, Any]
+    zip_path: Path | None = None
+    _tmp: tempfile.TemporaryDirectory | None = field(default=None, repr=False)
+
+    @property
+    def models(self) -> dict[str, Path]:
+        return {f: self.root / n for f, n in MODEL_FILES.items() if n in self.manifest.get("files", {})}
+
+    def close(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> Bundle:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+# -- manifest -------------------------------------------------------------------------------------
+def preprocessing_for(space, r: int) -> dict[str, Any]:
+    """OFA's ImageNet evaluation transform: resize to ceil(r / 0.875), center-crop r, /255, mean/std."""
+    return {
+        "color": "RGB" if space.in_channels == 3 else "grayscale",
+        "scale": 1 / 255,
+        "mean": [float(m) for m in space.mean],
+        "std": [float(s) for s in space.std],
+        "resize": int(math.ceil(r / 0.875)),
+        "center_crop": int(r),
+        "interpolation": "bilinear",
+        "note": "resize the shorter side, center-crop, scale pixels to [0, 1], then (x - mean) / std per "
+                "channel; feed NCHW float32",
+    }
+
+
+def make_manifest(
+    space,
+    arch,
+    *,
+    export=None,
+    input_shape: list[int] | None = None,
+    weights_sha256: str | None = None,
+    weights_source: str | None = None,
+    budget_ms: float | None = None,
+    device: Mapping[str, Any] | str | None = None,
+    predicted: Mapping[str, Any] | None = None,
+    measured: Any = None,
+    accuracy: float | None = None,
+    accuracy_source: str | None = None,
+    accuracy_metric: str = "top1",
+    labels: list[str] | None = None,
+    seed: int | None = None,
+    notes: list[str] | None = None,
+) -> dict[str, Any]:
+    """The manifest fields of a bundle for ``arch`` in ``space`` (files are added by write_bundle).
+
+    ``export``: an :class:`~nagkit.export.exporter.ExportResult` (input spec, parity, versions).
+    ``weights_sha256=None`` means random-init weights. ``predicted``: ``{"ms": ..., "source": ...}``.
+    ``measured``: a ``LatencyStats`` (or its dict). ``device``: a spec string or a dict with "spec".
+    """
+    if input_shape is None:
+        input_shape = list(export.input_shape) if export is not None else [1, space.in_channels, arch.r, arch.r]
+    if accuracy is not None and not accuracy_source:
+        raise BadInputError("an accuracy needs its source (e.g. 'supernet eval, ImageNet val 10k')")
+    if measured is not None and hasattr(measured, "to_dict"):
+        measured = measured.to_dict()
+    labels = list(labels) if labels is not None else (list(space.labels) or None)
+    m: dict[str, Any] = {
+        "schema": SCHEMA_ID,
+        "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
+        "space": space.name,
+        "arch": {"canonical": str(arch), "ofa": space.to_ofa_dict(arch), "params": space.params(arch),
+                 "macs": space.macs(arch)},
+        "budget_ms": budget_ms,
+        "device": ({"spec": device} if isinstance(device, str) else dict(device)) if device is not None else None,
+        "latency": {"predicted": dict(predicted) if predicted is not None else None,
+                    "measured": dict(measured) if measured is not None else None},
+        "accuracy": ({"value": float(accuracy), "metric": accuracy_metric, "source": accuracy_source}
+                     if accuracy is not None else None),
+        "weights": ({"sha256": weights_sha256, "source": weights_source, "note": None} if weights_sha256
+                    else {"sha256": "random-init", "source": None, "note": RANDOM_INIT_NOTE}),
+        "input": {"shape": [int(v) for v in input_shape], "layout": "NCHW", "dtype": "float32",
+                  "preprocessing": preprocessing_for(space, arch.r)},
+        "output": {"shape": [int(input_shape[0]), space.n_classes], "kind": "logits",
+                   "n_classes": space.n_classes, "labels": labels},
+    }
+    if export is not None:
+        m["versions"] = dict(export.versions)
+        m["files"] = {
+            MODEL_FILES[f]: {
+                "format": f, "sha256": em.sha256, "size_bytes": em.size_bytes,
+                "converter": f"{em.converter} {em.converter_version}", "runtime": em.runtime,
+                "parity": _parity_summary(em.worst_parity),
+            } for f, em in export.models.items()
+        }
+    if seed is not None:
+        m["seed"] = int(seed)
+    if notes:
+        m["notes"] = list(notes)
+    return m
+
+
+def _parity_summary(p) -> dict[str, Any] | None:
+    if p is None:
+        return None
+    return {"max_abs_diff": p.max_abs_diff, "tolerance": p.tolerance, "passed": p.passed, "seed": p.seed}
+
+
+# -- writing --------------------------------------------------------------------------------------
+def zip_path_for(out_dir: str | os.PathLike) -> Path:
+    out_dir = Path(out_dir)
+    return out_dir.with_name(out_dir.name + ".zip")
+
+
+def check_bundle_target(out_dir: str | os.PathLike, force: bool = False) -> None:
+    """Raise BadInputError if the bundle folder or its zip exists and ``force`` is not set."""
+    out_dir = Path(out_dir)
+    taken = [str(p) for p in (out_dir, zip_path_for(out_dir)) if p.exists() or p.is_symlink()]
+    if taken and not force:
+        raise BadInputError(f"bundle output {' and '.join(repr(t) for t in taken)} already exist"
+                            f"{'s' if len(taken) == 1 else ''}; not overwriting",
+                            hint="pass --force to replace it, or choose another --out")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise BadInputError(f"bundle output {str(out_dir)!r} exists and is not a folder", hint="choose another --out")
+
+
+def write_bundle(out_dir: str | os.PathLike, models: Mapping[str, str | os.PathLike],
+                 manifest_fields: Mapping[str, Any], force: bool = False) -> Bundle:
+    """Write a bundle folder ``out_dir`` and ``out_dir.zip`` atomically.
+
+    ``models``: format ("tflite"/"onnx") -> path of the exported file (copied in).
+    ``manifest_fields``: from :func:`make_manifest`; ``files`` entries are (re)computed from the
+    copied models (sha256, size), keeping converter/runtime/parity details given for them.
+    """
+    from nagkit.export.exporter import all_versions, file_sha256
+
+    out_dir = Path(out_dir)
+    check_bundle_target(out_dir, force=force)
+    if not models:
+        raise BadInputError(f"a bundle needs at least one model; valid formats: {', '.join(MODEL_FILES)}")
+    for f, p in models.items():
+        if f not in MODEL_FILES:
+            raise BadInputError(f"unknown bundle model format {f!r}; valid formats: {', '.join(MODEL_FILES)}")
+        if not Path(p).is_file():
+            raise BadInputError(f"model file {str(p)!r} for the bundle does not exist")
+    manifest = json.loads(json.dumps(dict(manifest_fields), default=_json_default))
+    manifest.setdefault("schema", SCHEMA_ID)
+    manifest.setdefault("created", _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+                        .replace("+00:00", "Z"))
+    versions = all_versions()
+    versions.update(manifest.get("versions") or {})
+    manifest["versions"] = versions
+    given_files = dict(manifest.get("files") or {})
+    parent = out_dir.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp_dir = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=parent))
+    tmp_zip = None
+    try:
+        files: dict[str, Any] = {}
+        for f, p in sorted(models.items()):
+            name = MODEL_FILES[f]
+            shutil.copyfile(p, tmp_dir / name)
+            entry = dict(given_files.get(name) or {})
+            entry.update({"format": f, "sha256": file_sha256(tmp_dir / name), "size_bytes": (tmp_dir / name).stat().st_size,
+                          "runtime": "litert" if f == "tflite" else "onnxruntime"})
+            entry.setdefault("parity", None)
+            files[name] = entry
+        manifest["files"] = files
+        validate_manifest(manifest, where=f"manifest of bundle {str(out_dir)!r}")
+        (tmp_dir / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        (tmp_dir / "README.md").write_text(readme_text(manifest, out_dir.name))
+        os.chmod(tmp_dir, 0o755 & ~_umask())
+        fd, tmp_zip_s = tempfile.mkstemp(prefix=f".{out_dir.name}.zip.", suffix=".tmp", dir=parent)
+        os.close(fd)
+        tmp_zip = Path(tmp_zip_s)
+        _write_zip(tmp_dir, tmp_zip, top=out_dir.name)
+        os.chmod(tmp_zip, 0o644 & ~_umask())
+        old = None
+        if out_dir.exists():  # force was given (check_bundle_target)
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=parent))
+            os.replace(out_dir, old / "b")
+        os.replace(tmp_dir, out_dir)
+        os.replace(tmp_zip, zip_path_for(out_dir))
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        if tmp_zip is not None and tmp_zip.exists():
+            tmp_zip.unlink()
+        raise
+    return Bundle(root=out_dir, manifest=manifest, zip_path=zip_path_for(out_dir))
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "to_dict"):
+        return o.to_dict()
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"cannot put a {type(o).__name__} in a manifest")
+
+
+def _write_zip(folder: Path, zip_path: Path, top: str) -> None:
+    with zipfile.ZipFile(zip_path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for p in sorted(folder.iterdir()):
+            info = zipfile.ZipInfo(f"{top}/{p.name}", date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = (stat.S_IFREG | 0o644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            with open(p, "rb") as src, zf.open(info, "w") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+
+
+def readme_text(manifest: Mapping[str, Any], name: str) -> str:
+    shape = manifest["input"]["shape"]
+    pre = manifest["input"]["preprocessing"]
+    w = manifest["weights"]
+    files = manifest["files"]
+    lines = [
+        f"# {name}: nagkit bundle",
+        "",
+        f"Architecture `{manifest['arch']['canonical']}` of search space `{manifest['space']}`"
+        + (f", built for a latency budget of {manifest['budget_ms']} ms" if manifest.get("budget_ms") else "")
+        + (f" on `{manifest['device']['spec']}`" if manifest.get("device") else "") + ".",
+        "",
+    ]
+    if w["sha256"] == "random-init":
+        lines += [f"**{w['note']}.**", ""]
+    lines += [
+        f"Files: {', '.join(f'`{f}`' for f in files)}; `manifest.json` has the full details (arch as OFA's "
+        "dict, latency, accuracy, weights sha256, versions).",
+        "",
+        f"Input: one float32 tensor of shape {shape} in {manifest['input']['layout']} layout (fixed batch "
+        f"{shape[0]}). Preprocessing: resize to {pre['resize']}, center-crop {pre['center_crop']}, "
+        f"scale by {pre['scale']:.6g}, subtract mean {pre['mean']}, divide by std {pre['std']}. "
+        f"Output: {manifest['output']['kind']} of shape {manifest['output']['shape']}.",
+        "",
+    ]
+    if "model.tflite" in files:
+        lines += [
+            "## LiteRT", "", "```python", "import numpy as np",
+            "from ai_edge_litert.interpreter import Interpreter  # pip install ai-edge-litert", "",
+            'interp = Interpreter(model_path="model.tflite")', "interp.allocate_tensors()",
+            "inp, out = interp.get_input_details()[0], interp.get_output_details()[0]",
+            f"x = np.zeros({tuple(shape)}, dtype=np.float32)  # preprocessed image(s), NCHW",
+            'interp.set_tensor(inp["index"], x)', "interp.invoke()",
+            'logits = interp.get_tensor(out["index"])', "```", "",
+        ]
+    if "model.onnx" in files:
+        lines += [
+            "## ONNX Runtime", "", "```python", "import numpy as np",
+            "import onnxruntime as ort  # pip install onnxruntime", "",
+            'sess = ort.InferenceSession("model.onnx", providers=["CPUExecutionProvider"])',
+            f"x = np.zeros({tuple(shape)}, dtype=np.float32)  # preprocessed image(s), NCHW",
+            "logits = sess.run(None, {sess.get_inputs()[0].name: x})[0]", "```", "",
+        ]
+    lines += ["Check its latency on a device: `nagkit check . --device cpu --budget MS` "
+              "(exit 1 when over budget).", ""]
+    return "\n".join(lines)
+
+
+# -- reading --------------------------------------------------------------------------------------
+def read_bundle(path: str | os.PathLike, *, verify: bool = True) -> Bundle:
+    """Open a bundle folder or .zip; validate the manifest and (``verify``) the models' sha256."""
+    from nagkit.export.exporter import file_sha256
+
+    path = Path(path)
+    tmp = None
+    if path.is_dir():
+        root = path
+    elif path.is_file() and zipfile.is_zipfile(path):
+        tmp = tempfile.TemporaryDirectory(prefix="nagkit-bundle-")
+        try:
+            safe_extract(path, Path(tmp.name))
+            root = _bundle_root(Path(tmp.name), path)
+        except BaseException:
+            tmp.cleanup()
+            raise
+    elif path.is_file():
+        raise ArtifactError(f"{str(path)!r} is neither a bundle folder nor a zip file",
+                            hint="pass the folder or .zip written by `nagkit build` / `nagkit export --bundle`")
+    else:
+        raise BadInputError(f"bundle {str(path)!r} does not exist",
+                            hint="build one with `nagkit build` or `nagkit export --bundle`")
+    try:
+        mpath = root / "manifest.json"
+        if not mpath.is_file():
+            raise ArtifactError(f"bundle {str(path)!r} has no manifest.json")
+        try:
+            manifest = json.loads(mpath.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ArtifactError(f"manifest.json of bundle {str(path)!r} is not valid JSON: {e}") from None
+        validate_manifest(manifest, where=f"manifest of bundle {str(path)!r}")
+        if verify:
+            for name, entry in manifest["files"].items():
+                fp = root / name
+                if not fp.is_file():
+                    raise ArtifactError(f"bundle {str(path)!r} lists {name} but the file is missing")
+                digest = file_sha256(fp)
+                if digest != entry["sha256"]:
+                    raise ArtifactError(f"{name} in bundle {str(path)!r} is corrupt: sha256 {digest[:16]}... "
+                                        f"!= manifest {entry['sha256'][:16]}...",
+                                        hint="rebuild or re-download the bundle")
+    except BaseException:
+        if tmp is not None:
+            tmp.cleanup()
+        raise
+    return Bundle(root=root, manifest=manifest, zip_path=path if tmp is not None else None, _tmp=tmp)
+
+
+def _bundle_root(folder: Path, src: Path) -> Path:
+    if (folder / "manifest.json").is_file():
+        return folder
+    subs = [p for p in folder.iterdir()]
+    if len(subs) == 1 and subs[0].is_dir() and (subs[0] / "manifest.json").is_file():
+        return subs[0]
+    raise ArtifactError(f"zip {str(src)!r} holds no bundle (no manifest.json at its top or in one top folder)")
+
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def safe_extract(zip_path: str | os.PathLike, dest: str | os.PathLike) -> list[Path]:
+    """Extract a zip into ``dest``, refusing any entry that could escape it.
+
+    Refused: absolute names, drive letters, backslashes, ``..`` components, symlinks and other
+    non-regular files, duplicate names, more than MAX_ZIP_ENTRIES entries or MAX_ZIP_BYTES in all.
+    Nothing is written unless every entry passes.
+    """
+    dest = Path(dest).resolve()
+    zip_path = Path(zip_path)
+    try:
+        zf = zipfile.ZipFile(zip_path)
+    except zipfile.BadZipFile as e:
+        raise ArtifactError(f"{str(zip_path)!r} is not a valid zip: {e}") from None
+    with zf:
+        infos = zf.infolist()
+        if len(infos) > MAX_ZIP_ENTRIES:
+            raise ArtifactError(f"zip {str(zip_path)!r} has {len(infos)} entries; a bundle has at most {MAX_ZIP_ENTRIES}")
+        total = sum(i.file_size for i in infos)
+        if total > MAX_ZIP_BYTES:
+            raise ArtifactError(f"zip {str(zip_path)!r} would expand to {total} bytes (limit {MAX_ZIP_BYTES})")
+        seen: set[str] = set()
+        plan: list[tuple[zipfile.ZipInfo, Path]] = []
+        for info in infos:
+            name = info.filename
+            bad = _unsafe_reason(info)
+            if bad:
+                raise ArtifactError(f"refusing zip {str(zip_path)!r}: entry {name!r} {bad}",
+                                    hint="this zip was not written by nagkit; do not trust it")
+            target = (dest / PurePosixPath(name)).resolve()
+            if target != dest and dest not in target.parents:
+                raise ArtifactError(f"refusing zip {str(zip_path)!r}: entry {name!r} escapes the folder")
+            key = str(PurePosixPath(name)).rstrip("/")
+            if key in seen:
+                raise ArtifactError(f"refusing zip {str(zip_path)!r}: entry {name!r} appears twice")
+            seen.add(key)
+            plan.append((info, target))
+        written: list[Path] = []
+        for info, target in plan:
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, open(target, "xb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            written.append(target)
+    return written
+
+
+def _unsafe_reason(info: zipfile.ZipInfo) -> str | None:
+    name = info.filename
+    if not name or "\x00" in name:
+        return "has an empty or NUL name"
+    if "\\" in name:
+        return "uses backslashes"
+    if name.startswith("/") or _DRIVE.match(name):
+        return "is an absolute path"
+    if ".." in PurePosixPath(name).parts:
+        return "contains '..'"
+    mode = (info.external_attr >> 16) & 0xFFFF
+    ftype = stat.S_IFMT(mode)
+    if ftype == stat.S_IFLNK:
+        return "is a symlink"
+    if ftype not in (0, stat.S_IFREG, stat.S_IFDIR):
+        return "is not a regular file or folder"
+    return None
