@@ -213,7 +213,7 @@ def write_bundle(out_dir: str | os.PathLike, models: Mapping[str, str | os.PathL
             files[name] = entry
         manifest["files"] = files
         validate_manifest(manifest, where=f"manifest of bundle {str(out_dir)!r}")
-        (tmp_dir / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        (tmp_dir / "manifest.json").write_text(dumps_manifest(manifest))
         (tmp_dir / "README.md").write_text(readme_text(manifest, out_dir.name))
         os.chmod(tmp_dir, 0o755 & ~_umask())
         fd, tmp_zip_s = tempfile.mkstemp(prefix=f".{out_dir.name}.zip.", suffix=".tmp", dir=parent)
@@ -235,6 +235,15 @@ def write_bundle(out_dir: str | os.PathLike, models: Mapping[str, str | os.PathL
             tmp_zip.unlink()
         raise
     return Bundle(root=out_dir, manifest=manifest, zip_path=zip_path_for(out_dir))
+
+
+_SCALAR_LIST = re.compile(r"\[\s*((?:[-+0-9.eE]+|\"[^\"\n]*\"|null|true|false)(?:,\s*(?:[-+0-9.eE]+|\"[^\"\n]*\"|null|true|false))*)\s*\]")
+
+
+def dumps_manifest(manifest: Mapping[str, Any]) -> str:
+    """Indented JSON with lists of scalars (shapes, OFA arrays, mean/std) kept on one line."""
+    text = json.dumps(manifest, indent=1)
+    return _SCALAR_LIST.sub(lambda m: json.dumps(json.loads(m.group(0))), text) + "\n"
 
 
 def _umask() -> int:

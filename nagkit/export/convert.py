@@ -74,6 +74,16 @@ def _tail(text: str, n: int = 1500) -> str:
     return "\n--- converter output (tail) ---\n" + (text if len(text) <= n else "..." + text[-n:])
 
 
+def _brief(e: BaseException, n: int = 400) -> str:
+    """``Type: first line of the message`` (converter errors can quote whole graphs)."""
+    lines = [ln for ln in str(e).splitlines() if ln.strip()]
+    first = lines[0].strip() if lines else ""
+    if len(first) > n:
+        first = first[:n] + "..."
+    more = " [...]" if len(lines) > 1 else ""
+    return f"{type(e).__name__}: {first}{more}"
+
+
 def _tmp_beside(path: Path, suffix: str) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
@@ -116,7 +126,7 @@ def to_onnx(module, example, path: str | os.PathLike, opset: int = ONNX_OPSET) -
     except Exception as e:
         raise ConversionError(
             f"ONNX export of {type(module).__name__} (input {tuple(example.shape)}) failed: "
-            f"{type(e).__name__}: {e}{_tail(buf.getvalue())}",
+            f"{_brief(e)}{_tail(buf.getvalue())}",
             hint="try --format tflite, or rerun with NAGKIT_DEBUG=1 for the traceback",
         ) from e
     finally:
@@ -151,7 +161,7 @@ def to_tflite(module, example, path: str | os.PathLike) -> Path:
     except Exception as e:
         raise ConversionError(
             f"TFLite conversion of {type(module).__name__} (input {tuple(example.shape)}) failed: "
-            f"{type(e).__name__}: {e}{_tail(buf.getvalue())}",
+            f"{_brief(e)}{_tail(buf.getvalue())}",
             hint="try --format onnx, or rerun with NAGKIT_DEBUG=1 for the traceback",
         ) from e
     finally:
