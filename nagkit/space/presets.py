@@ -26,6 +26,29 @@ SPACES.register(
     ),
 )
 
+# Fashion-MNIST (the embedded default workspace, examples/workspaces/fmnist). 28x28 grayscale
+# upscaled to r in {28, 32, 36, 40}; stem stride 1 (total stride 16, so r=28 ends at 2x2);
+# width 0.5 (1.8M supernet parameters, 7 MB checkpoint). Why: docs/decisions.md.
+FMNIST_LABELS = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
+                 "Ankle boot")
+SPACES.register(
+    "fmnist-mbv3-w0.5",
+    SearchSpace(
+        name="fmnist-mbv3-w0.5",
+        width_mult=0.5,
+        resolutions=(28, 32, 36, 40),
+        stem_stride=1,
+        in_channels=1,
+        n_classes=10,
+        dropout=0.1,
+        mean=(0.2860,),
+        std=(0.3530,),
+        labels=FMNIST_LABELS,
+        description="OFA MobileNetV3 space for Fashion-MNIST: 1x28x28 input upscaled to 28..40, stem stride 1, "
+                    "width 0.5, 10 classes",
+    ),
+)
+
 
 def get_space(name: str | SearchSpace) -> SearchSpace:
     if isinstance(name, SearchSpace):
