@@ -1,0 +1,108 @@
+"""`nagkit check`: measure a bundle or model on a device and gate it on a latency budget.
+
+Exit 0 when the median is within budget, 1 when it is not (a CI gate), 2 for bad input,
+3 when the device fails.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nagkit.devices.base import Device, LatencyStats, MeasureConfig
+from nagkit.errors import BadInputError
+
+log = logging.getLogger(__name__)
+
+MODEL_SUFFIX = {".tflite": "tflite", ".onnx": "onnx"}
+
+
+@dataclass
+class CheckResult:
+    model: str
+    format: str
+    device: str
+    budget_ms: float
+    stats: LatencyStats
+    input_shape: list[int]
+
+    @property
+    def passed(self) -> bool:
+        return self.stats.median_ms <= self.budget_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "format": self.format, "device": self.device, "budget_ms": self.budget_ms,
+                "passed": self.passed, "median_ms": self.stats.median_ms, "margin_ms": self.budget_ms - self.stats.median_ms,
+                "input_shape": self.input_shape, "latency": self.stats.to_dict()}
+
+
+def measure_config(runs: int | None) -> MeasureConfig | None:
+    if runs is None:
+        return None
+    if runs < 1:
+        raise BadInputError(f"--runs must be at least 1, got {runs}")
+    return MeasureConfig(min_runs=runs, max_runs=max(runs, 1000))
+
+
+def _model_shape(path: Path) -> list[int]:
+    from nagkit.export.runtime import load_model
+
+    m = load_model(path)
+    shape = m.describe().get("input_shape")
+    if not shape or any(s is None or s < 1 for s in shape):
+        raise BadInputError(f"model {str(path)!r} has a dynamic input shape {shape}; nagkit check needs a fixed one")
+    return [int(s) for s in shape]
+
+
+def resolve_model(target: str | Path, device: Device) -> tuple[Path, str, list[int], Any]:
+    """The model file in the device's format, its format, input shape and the open bundle (or None)."""
+    from nagkit.export.bundle import read_bundle
+
+    p = Path(target)
+    if not p.exists():
+        raise BadInputError(f"{str(p)!r} does not exist; pass a bundle folder, a bundle .zip, or a .tflite/.onnx file",
+                            hint="make one with `nagkit build --budget B --export tflite,onnx`")
+    if p.is_file() and p.suffix in MODEL_SUFFIX:
+        fmt = MODEL_SUFFIX[p.suffix]
+        if device.model_format != fmt:
+            raise BadInputError(f"device {device.spec!r} runs {device.model_format} models, not {fmt} ({p.name})",
+                                hint=_format_hint(device.model_format))
+        return p, fmt, _model_shape(p), None
+    bundle = read_bundle(p)
+    models = bundle.models
+    if device.model_format not in models:
+        bundle.close()
+        raise BadInputError(
+            f"bundle {str(p)!r} has {', '.join(sorted(models)) or 'no models'}; device {device.spec!r} needs "
+            f"{device.model_format}", hint=_format_hint(device.model_format))
+    shape = list(bundle.manifest.get("input", {}).get("shape") or _model_shape(models[device.model_format]))
+    return models[device.model_format], device.model_format, shape, bundle
+
+
+def _format_hint(fmt: str) -> str:
+    if fmt == "onnx":
+        return "rebuild with --export onnx, or use a LiteRT device such as --device cpu:runtime=litert"
+    if fmt == "tflite":
+        return "rebuild with --export tflite, or use --device cpu:runtime=onnxruntime"
+    return "nagkit check measures exported models on cpu or adb devices"
+
+
+def check(target: str | Path, device_spec: str, budget_ms: float, runs: int | None = None) -> CheckResult:
+    from nagkit.devices.registry import get_device
+
+    if not budget_ms > 0:
+        raise BadInputError(f"--budget must be a positive number of milliseconds, got {budget_ms}")
+    cfg = measure_config(runs)
+    dev = get_device(device_spec)
+    bundle = None
+    try:
+        path, fmt, shape, bundle = resolve_model(target, dev)
+        log.info("measuring %s on %s", path, dev.spec)
+        stats = dev.measure(path, tuple(shape), cfg)
+        return CheckResult(str(target), fmt, dev.spec, float(budget_ms), stats, shape)
+    finally:
+        if bundle is not None:
+            bundle.close()
+        dev.close()
