@@ -6,17 +6,23 @@ from typing import Any
 
 import click
 
-from nagkit.cli.options import emit, json_option, verbosity_option
+from nagkit.cli.options import device_option, emit, json_option, log, verbosity_option
 
 
 @click.command(name="devices")
 @click.option("--no-adb", is_flag=True, help="Do not run `adb devices` (it starts the adb server).")
-@click.option("--info", "info_spec", default=None, metavar="SPEC",
-              help="Show one device's hardware and runtime facts instead of the listing.")
+@device_option
+@click.option("--measure", "model_path", type=click.Path(dir_okay=False), default=None, metavar="MODEL",
+              help="With --device: time this model file (TFLite/ONNX/TorchScript) once and print the statistics.")
+@click.option("--shape", default=None, metavar="N,C,H,W",
+              help="Input shape for --measure (default: the model's own).")
 @json_option
 @verbosity_option
-def devices(no_adb: bool, info_spec: str | None, as_json: bool) -> None:
+def devices(no_adb: bool, device_spec: str | None, model_path: str | None, shape: str | None, as_json: bool) -> None:
     """List reachable devices, CPU runtimes, GPUs, adb devices, profiles and plugins.
+
+    With --device SPEC, show that device's hardware and runtime facts instead; add
+    --measure MODEL to time one model on it.
 
     \b
     Device specs for --device:
@@ -25,13 +31,21 @@ def devices(no_adb: bool, info_spec: str | None, as_json: bool) -> None:
       adb:SERIAL   adb:HOST:PORT
       PROFILE (a name from device_profiles/) or path/to/profile.yaml
     """
-    if info_spec:
+    if model_path and not device_spec:
+        raise click.UsageError("--measure needs --device SPEC (e.g. --device cpu)")
+    if device_spec:
         from nagkit.devices.registry import get_device
 
-        dev = get_device(info_spec)
+        input_shape = _parse_shape(shape) if shape else None
+        dev = get_device(device_spec)
         try:
-            result = {"spec": dev.spec, "kind": dev.kind, "model_format": dev.model_format,
-                      "info": dev.info(), "runtime": dev.runtime_info()}
+            result: dict[str, Any] = {"spec": dev.spec, "kind": dev.kind, "model_format": dev.model_format,
+                                      "info": dev.info(), "runtime": dev.runtime_info()}
+            if model_path:
+                log(f"measuring {model_path} on {dev.spec} ...")
+                stats = dev.measure(model_path, input_shape)
+                result["measurement"] = {"model": model_path, "input_shape": list(input_shape) if input_shape else None,
+                                         **stats.to_dict()}
         finally:
             dev.close()
         emit(result, as_json, _human_info)
@@ -40,6 +54,16 @@ def devices(no_adb: bool, info_spec: str | None, as_json: bool) -> None:
 
     rows = list_devices(adb=not no_adb)
     emit(rows, as_json, _human_rows)
+
+
+def _parse_shape(text: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(d) for d in text.replace("x", ",").split(","))
+    except ValueError:
+        dims = ()
+    if not dims or any(d <= 0 for d in dims):
+        raise click.BadParameter(f"{text!r} is not a shape; write positive integers like 1,3,224,224", param_hint="--shape")
+    return dims
 
 
 def _human_rows(rows: list[dict[str, Any]]) -> str:
@@ -91,4 +115,10 @@ def _human_info(result: dict[str, Any]) -> str:
         lines.append(f"  {k}: {v}")
     lines.append("runtime:")
     lines.extend(f"  {k}: {v}" for k, v in result["runtime"].items())
+    m = result.get("measurement")
+    if m:
+        lines.append(f"measurement of {m['model']}:")
+        lines.append(f"  median {m['median_ms']:.4f} ms  mean {m['mean_ms']:.4f}  std {m['std_ms']:.4f}  "
+                     f"p10 {m['p10_ms']:.4f}  p90 {m['p90_ms']:.4f}  min {m['min_ms']:.4f}  n={m['n']}"
+                     + ("  (noisy)" if m["noisy"] else ""))
     return "\n".join(lines)

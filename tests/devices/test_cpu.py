@@ -181,3 +181,21 @@ def test_info_reads_the_host():
     assert info["kind"] == "cpu" and info["logical_cores"] >= 1
     assert info["kernel"] and info["python"] and info["affinity"]
     assert "cpu_model" in info or not os.path.exists("/proc/cpuinfo")
+
+
+@pytest.mark.slow
+def test_cli_measure_bad_model_exits_3_and_good_model_prints_stats(tmp_path, onnx_model, capsys):
+    import json
+
+    from nagkit.cli.main import main
+
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"garbage")
+    assert main(["devices", "--device", "cpu:onnxruntime", "--measure", str(bad)]) == 3
+    err = capsys.readouterr().err
+    assert "onnxruntime could not load 'bad.onnx'" in err and "hint:" in err
+    assert main(["devices", "--device", "cpu:onnxruntime", "--measure", str(onnx_model), "--shape", "1,3,16,16",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["measurement"]["n"] >= 1 and out["measurement"]["median_ms"] > 0
+    assert out["runtime"]["name"] == "onnxruntime" and out["model_format"] == "onnx"

@@ -331,7 +331,7 @@ def test_cli_devices_human(capsys):
 def test_cli_bad_spec_exits_2(capsys):
     from nagkit.cli.main import main
 
-    assert main(["devices", "--info", "cpux"]) == 2
+    assert main(["devices", "--device", "cpux"]) == 2
     err = capsys.readouterr().err
     assert "unknown device 'cpux'" in err and "nagkit devices" in err
 
