@@ -338,3 +338,22 @@ def test_cli_bad_spec_exits_2(capsys):
 
 def test_device_error_maps_to_exit_3():
     assert exit_code_for(DeviceError("runtime broke")) == 3
+
+
+def test_adb_profile_goes_to_the_adb_device_with_its_keys(tmp_path):
+    # The adb device connects lazily, so creating it needs no phone.
+    p = _write(tmp_path, "phone.yaml", """\
+        description: a phone on the lab network
+        device: adb:192.168.1.20:5555
+        threads: 4
+        taskset: f0
+        measure: {min_runs: 20}
+    """)
+    dev = get_device(str(p))
+    assert dev.kind == "adb" and dev.model_format == "tflite"
+    assert dev.target == "192.168.1.20:5555"
+    assert dev.profile["threads"] == 4 and dev.profile["taskset"] == "f0"
+    assert dev.profile["measure"].min_runs == 20
+    typo = _write(tmp_path, "typo.yaml", "device: adb:SERIAL1\ntaskst: f0\n")
+    with pytest.raises(BadInputError, match="did you mean 'taskset'"):
+        parse_device_spec(str(typo))
