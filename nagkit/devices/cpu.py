@@ -124,6 +124,9 @@ class _Worker:
 
         env = dict(os.environ)
         env.update(thread_env(threads))
+        # The worker imports nagkit from where this process did (also when it is not installed).
+        pkg_root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["PYTHONUNBUFFERED"] = "1"
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err,
                                      env=env, bufsize=0, close_fds=True)
@@ -135,6 +138,14 @@ class _Worker:
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def stderr_contains(self, text: str) -> bool:
+        try:
+            self._err.flush()
+            self._err.seek(0)
+            return text.encode() in self._err.read()
+        except (OSError, ValueError):
+            return False
 
     def stderr_tail(self, n: int = 2000) -> str:
         try:
@@ -238,6 +249,7 @@ class CpuDevice:
         self.model_format: str = FORMATS[self.runtime]
         self.spec: str = spec.source if spec.profile else str(spec)
         self.worker_restarts = 0
+        self.models_measured = 0
         self.request_timeout_s: float | None = None  # None: derived from each MeasureConfig
         self._versions = runtime_versions()[self.runtime]
         if not self._versions["available"]:
@@ -270,6 +282,9 @@ class CpuDevice:
         rt.pop("pid", None)
         rt.update({"threads": self.threads, "cores_pinned": list(self.cores) if self.cores else None,
                    "worker_restarts": self.worker_restarts})
+        if self.runtime == "litert" and self._worker is not None and self.models_measured:
+            # LiteRT logs this line when it applies XNNPACK to a model it loads.
+            rt["xnnpack_seen"] = self._worker.stderr_contains("XNNPACK delegate")
         if self.runtime == "onnxruntime":
             rt.update({"provider": "CPUExecutionProvider", "inter_op_threads": 1, "execution_mode": "sequential"})
         if self.runtime == "torch":
@@ -291,6 +306,7 @@ class CpuDevice:
             raise DeviceError(f"{self.runtime} {what} {label}: {err}",
                               hint="check that the file is a valid model for this runtime (re-export it)"
                               if stage == "load" else "check input_shape against the model's input")
+        self.models_measured += 1
         res = LoopResult(samples_ms=tuple(reply["samples_ms"]), warmup_runs=reply["warmup_runs"],
                          warmup_s=reply["warmup_s"], elapsed_s=reply["elapsed_s"], stop_reason=reply["stop_reason"],
                          rel_iqr=reply["rel_iqr"] if reply["rel_iqr"] is not None else float("inf"))

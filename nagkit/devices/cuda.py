@@ -143,7 +143,7 @@ class CudaDevice:
         if input_shape is None:
             raise BadInputError("the cuda device needs input_shape, e.g. (1, 3, 224, 224)")
         torch = self._torch
-        label = model.name if isinstance(model, Path) else type(model).__name__
+        label = repr(Path(model).name) if isinstance(model, (str, os.PathLike)) else type(model).__name__
         with self._lock, torch.cuda.device(self.device):
             module = self._load(model)
             gen = torch.Generator().manual_seed(0)

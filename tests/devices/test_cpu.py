@@ -70,6 +70,7 @@ def test_litert_measures_tflite(models):
         _check(dev.measure(models["tflite"], None, FAST))  # the model's own input shape
         rt = dev.runtime_info()
     assert rt["name"] == "litert" and rt["delegate"] == "xnnpack" and rt["threads"] == 1
+    assert rt["xnnpack_seen"] is True  # LiteRT said it applied XNNPACK
     assert rt["version"]
 
 
