@@ -18,23 +18,22 @@ def tiny_static():
     from nagkit.space import SearchSpace
     from nagkit.supernet import StaticNet
 
-    sp = SearchSpace(name="tiny-export", width_mult=0.5, base_stage_width=(16, 16, 24, 40, 80, 112, 160, 240, 320),
+    sp = SearchSpace(name="tiny-static", width_mult=0.5, base_stage_width=(16, 16, 24, 40, 80, 112, 160, 240, 320),
                      resolutions=(32,), n_classes=10, dropout=0.0)
-    arch = sp.parse_arch("r32-k3e3.k5e4-k3e6.k7e3-k3e3.k3e3-k5e3.k3e4-k3e3.k7e6")
+    arch = sp.smallest()
     return sp, arch, StaticNet.from_arch(sp, arch, seed=0)
 
 
 @pytest.mark.slow
-def test_static_net_exports_to_both_formats_with_parity(tiny_static, tmp_path):
-    sp, arch, net = tiny_static
-    extra = seeded_inputs((3, 3, 32, 32), seed=99)
-    res = export_model(net, (1, 3, 32, 32), "both", tmp_path / "out", seed=4, parity_inputs=extra)
+def test_static_net_exports_to_both_formats_with_parity(tiny_export):
+    sp, arch, net, res = tiny_export  # exported in tests/export/conftest.py (seed 4, plus 3 given inputs)
     assert set(res.models) == {"onnx", "tflite"}
     assert res.input_shape == [1, 3, 32, 32] and res.input_layout == "NCHW" and res.input_dtype == "float32"
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["model.onnx", "model.tflite"]
+    out = res.paths["onnx"].parent
+    assert sorted(p.name for p in out.iterdir()) == ["model.onnx", "model.tflite"]
     for f, m in res.models.items():
-        assert m.path == str(tmp_path / "out" / f"model.{f}")
-        assert m.size_bytes == (tmp_path / "out" / f"model.{f}").stat().st_size and m.sha256 == file_sha256(m.path)
+        assert m.path == str(out / f"model.{f}")
+        assert m.size_bytes == (out / f"model.{f}").stat().st_size and m.sha256 == file_sha256(m.path)
         assert m.output_shape == [1, 10]
         assert [p.seed for p in m.parity] == [4, None] and all(p.passed for p in m.parity)
         assert m.converter_version and m.runtime_version

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from nagkit.errors import ArtifactError, BadInputError, CheckFailedError
-from nagkit.export.convert import to_onnx, to_tflite
+from nagkit.export.convert import to_onnx
 from nagkit.export.parity import ParityError, check_parity, compare, seeded_inputs, tolerance_for
 from nagkit.export.runtime import LiteRTModel, OnnxModel, load_model
 
@@ -28,14 +28,6 @@ def onnx_b1(tmp_path_factory):
     return net, path
 
 
-@pytest.fixture(scope="module")
-def tflite_b1(tmp_path_factory):
-    path = tmp_path_factory.mktemp("rt") / "m.tflite"
-    net = small_net()
-    to_tflite(net, torch.zeros(1, 3, 16, 16), path)
-    return net, path
-
-
 def test_onnx_model_runs_a_batch_of_n_by_looping_over_batch_1(onnx_b1):
     net, path = onnx_b1
     m = load_model(path)
@@ -48,14 +40,14 @@ def test_onnx_model_runs_a_batch_of_n_by_looping_over_batch_1(onnx_b1):
 
 
 @pytest.mark.slow
-def test_litert_model_runs_a_batch_and_matches_torch(tflite_b1):
-    net, path = tflite_b1
-    m = load_model(path, threads=1)
-    assert isinstance(m, LiteRTModel) and m.input_shape == (1, 3, 16, 16)
-    x = seeded_inputs((3, 3, 16, 16), seed=1)
+def test_litert_model_runs_a_batch_and_matches_torch(tiny_export):
+    _, _, net, res = tiny_export
+    m = load_model(res.paths["tflite"], threads=1)
+    assert isinstance(m, LiteRTModel) and m.input_shape == (1, 3, 32, 32)
+    x = seeded_inputs((3, 3, 32, 32), seed=1)
     y = m.run(x)
     ref = net(torch.from_numpy(x)).detach().numpy()
-    assert y.shape == (3, 5)
+    assert y.shape == (3, 10)
     assert np.abs(y - ref).max() <= tolerance_for(ref)
     res = check_parity(net, m, seed=7, n_inputs=2)
     assert res.passed and res.runtime == "litert" and res.seed == 7 and res.n_inputs == 2
