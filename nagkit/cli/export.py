@@ -43,7 +43,12 @@ def export(weights: str | None, random_init: bool, space_name: str, arch_text: s
     Each exported file is run (ONNX Runtime, LiteRT) on a seeded input and compared with
     PyTorch; the export fails (exit 1, nothing written) when
     max|exported - PyTorch| > 1e-4 * max(1, max|PyTorch|). The models take NCHW float32 input
-    (N x 3 x r x r, N = --batch), normalised with the space's mean/std.
+    (N x 3 x r x r, N = --batch), normalised with the space's mean/std. --seed seeds the
+    parity inputs (and the weights of --random-init).
+
+    Output: --out DIR is always a folder; existing DIR/model.* files (or, with --bundle, an
+    existing DIR or DIR.zip) are replaced only with --force. The result (paths, sizes, parity,
+    params, MACs, versions, time per phase) goes to stdout, logs to stderr.
 
     \b
     Example:
