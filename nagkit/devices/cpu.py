@@ -204,6 +204,16 @@ class _Worker:
         tail = self.stderr_tail()
         return what + (f"; its stderr ends with:\n{tail}" if tail else "")
 
+    def kill(self) -> None:
+        """Stop a worker that is stuck or failed, without asking it."""
+        if self.alive():
+            self.proc.kill()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # pragma: no cover - a process that ignores SIGKILL
+                pass
+        self.stop()
+
     def stop(self) -> None:
         if self.alive():
             try:
@@ -470,8 +480,8 @@ class CpuDevice:
                     self.runtime, self._worker.pid if self._worker else "?", when, label, note)
         if self._worker is not None:
             try:
-                self._worker.stop()
-            except Exception:  # noqa: BLE001
+                self._worker.kill()
+            except Exception:  # noqa: BLE001 - it is being replaced anyway
                 pass
         self._worker = None
         self.worker_restarts += 1

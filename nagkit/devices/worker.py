@@ -221,10 +221,11 @@ def _serve(runner, args, out) -> None:
             reply({"ok": True})
             return
         if op == "hello":
-            reply({"ok": True, "runtime": {
-                "name": runner.name, "version": _version(runner.package), "threads": args.threads,
-                "cores": sorted(os.sched_getaffinity(0)), "delegate": runner.delegate, "pid": os.getpid(),
-            }})
+            info = {"name": runner.name, "version": _version(runner.package), "threads": args.threads,
+                    "cores": sorted(os.sched_getaffinity(0)), "delegate": runner.delegate, "pid": os.getpid()}
+            if runner.name == "torch":  # what torch itself reports, not just what was asked
+                info["runtime_threads"] = runner._torch.get_num_threads()
+            reply({"ok": True, "runtime": info})
             continue
         if op != "measure":
             reply({"ok": False, "stage": "protocol", "error": f"unknown op {op!r}"})

@@ -92,7 +92,8 @@ def test_torch_measures_a_module_without_changing_it():
     with get_device("cpu:torch") as dev:
         assert dev.model_format == "torch"
         _check(dev.measure(net, SHAPE, FAST))
-        assert dev.runtime_info()["name"] == "torch"
+        rt = dev.runtime_info()
+        assert rt["name"] == "torch" and rt["runtime_threads"] == 1  # torch.get_num_threads() in the worker
     assert net.training  # mode restored
 
 
@@ -200,3 +201,49 @@ def test_cli_measure_bad_model_exits_3_and_good_model_prints_stats(tmp_path, onn
     out = json.loads(capsys.readouterr().out)
     assert out["measurement"]["n"] >= 1 and out["measurement"]["median_ms"] > 0
     assert out["runtime"]["name"] == "onnxruntime" and out["model_format"] == "onnx"
+
+
+@pytest.mark.slow
+def test_worker_killed_mid_measurement_is_restarted_and_the_model_retried(onnx_model, caplog):
+    import threading
+    import time
+
+    # target 0 never converges, so each measurement runs to max_time_s: long enough to kill it mid-way
+    cfg = MeasureConfig(warmup_runs=1, warmup_s=0.0, min_runs=1, min_time_s=0.0, max_runs=10**7, max_time_s=1.5,
+                        target_rel_iqr=0.0)
+    with get_device("cpu:onnxruntime") as dev:
+        dev.runtime_info()  # start the worker
+        victim = dev.worker_pid
+        killer = threading.Timer(0.7, os.kill, (victim, signal.SIGKILL))
+        killer.start()
+        t0 = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="nagkit.devices.cpu"):
+            stats = dev.measure(onnx_model, SHAPE, cfg)
+        killer.join()
+        assert time.monotonic() - t0 > 1.5  # the first attempt was cut short, then retried in full
+        assert stats.n > 1 and dev.worker_pid not in (None, victim)
+        assert dev.runtime_info()["worker_restarts"] == 1
+    assert any("while measuring" in r.getMessage() and "SIGKILL" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.slow
+def test_stuck_worker_times_out_and_is_replaced(onnx_model):
+    cfg = MeasureConfig(warmup_runs=1, warmup_s=0.0, min_runs=1, min_time_s=0.0, max_runs=10**7, max_time_s=5.0,
+                        target_rel_iqr=0.0)
+    with get_device("cpu:onnxruntime") as dev:
+        dev.runtime_info()
+        stuck = dev.worker_pid
+        dev.request_timeout_s = 0.5
+        with pytest.raises(DeviceError) as ei:
+            dev.measure(onnx_model, SHAPE, cfg)
+        assert "timed out" in ei.value.message and ei.value.exit_code == 3
+        dev.request_timeout_s = None
+        _check(dev.measure(onnx_model, SHAPE, FAST))
+        assert dev.worker_pid != stuck
+
+
+def test_thread_count_reaches_the_worker_environment():
+    with get_device("cpu:onnxruntime,threads=2") as dev:
+        assert dev.runtime_info()["threads"] == 2
+        env = open(f"/proc/{dev.worker_pid}/environ", "rb").read().split(b"\0")
+    assert b"OMP_NUM_THREADS=2" in env and b"TF_NUM_INTEROP_THREADS=1" in env
