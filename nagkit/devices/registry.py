@@ -68,13 +68,14 @@ ADB_DEFAULT_KEYS = (
 @dataclass(frozen=True)
 class DeviceSpec:
     """A parsed device spec. ``options`` holds (key, value) pairs, sorted, hashable;
-    ``source`` is the text it came from and ``profile`` the profile file, if any."""
+    ``source`` is the text it came from; ``profile`` and ``description`` come from a profile."""
 
     kind: str
     target: str | None = None
     options: tuple[tuple[str, Any], ...] = ()
     source: str = ""
     profile: str | None = None
+    description: str | None = None
 
     @property
     def opts(self) -> dict[str, Any]:
@@ -308,17 +309,13 @@ def parse_cores(value: Any, where: str = "cores") -> tuple[int, ...]:
 
 
 def _format_cores(cores: Iterable[int]) -> str:
-    cores = sorted(cores)
-    runs: list[str] = []
-    start = prev = cores[0]
-    for c in cores[1:] + [None]:  # type: ignore[operator]
-        if c is not None and c == prev + 1:
-            prev = c
-            continue
-        runs.append(str(start) if start == prev else f"{start}-{prev}")
-        if c is not None:
-            start = prev = c
-    return ",".join(runs)
+    runs: list[list[int]] = []
+    for c in sorted(cores):
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _measure_config(value: Any, where: str) -> MeasureConfig:
@@ -332,11 +329,7 @@ def _measure_config(value: Any, where: str) -> MeasureConfig:
             raise _unknown_key(str(k), names, "measure setting", where)
     from nagkit.devices.measure import validate_config
 
-    try:
-        cfg = MeasureConfig(**dict(value))
-    except TypeError as e:  # pragma: no cover - keys were checked above
-        raise BadInputError(f"bad `measure` in {where}: {e}") from e
-    return validate_config(cfg)
+    return validate_config(MeasureConfig(**dict(value)))  # keys were checked above
 
 
 def _unknown_key(key: str, valid: Iterable[str], what: str, where: str) -> BadInputError:
@@ -435,7 +428,8 @@ def load_profile(path: str | os.PathLike) -> DeviceSpec:
             raise _unknown_key(str(key), allowed, "profile key", where)
     extra = {k: v for k, v in data.items() if k not in ("name", "description", "notes", "device")}
     spec = base.with_options(**extra) if extra else base
-    return replace(spec, source=path.stem, profile=str(path))
+    desc = str(data["description"]).strip() if data.get("description") else None
+    return replace(spec, source=path.stem, profile=str(path), description=desc)
 
 
 def _profile_keys(kind: str) -> tuple[str, ...]:
@@ -507,7 +501,8 @@ def get_device(spec: str | DeviceSpec, **overrides: Any) -> Device:
         except ImportError as e:
             raise DeviceError(f"the adb device is not available in this build: {e}",
                               hint="pip install adb-shell (make setup installs it)") from e
-        return adb.create_adb_device(ds.target, ds.opts or None)
+        opts = {k: list(v) if isinstance(v, tuple) else v for k, v in ds.opts.items()}  # e.g. extra_args
+        return adb.create_adb_device(ds.target, opts or None)
     factory = _load_plugin(ds.kind)
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
@@ -520,7 +515,6 @@ def get_device(spec: str | DeviceSpec, **overrides: Any) -> Device:
         raise DeviceError(f"device plugin {ds.kind!r} returned {type(dev).__name__}, which is not a Device "
                           "(needs spec, kind, model_format, info, runtime_info, measure, close)")
     return dev
-
 
 
 # --------------------------------------------------------------------------- listing
@@ -558,11 +552,8 @@ def list_devices(*, adb: bool = True, cuda: bool = True) -> list[dict[str, Any]]
             ds = load_profile(path)  # type: ignore[arg-type]
             row.update({"device": str(ds) if ds.kind in ("cpu", "cuda") else f"{ds.kind}:{ds.target}",
                         "available": True})
-            import yaml
-
-            desc = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("description")  # type: ignore[union-attr]
-            if desc:
-                row["description"] = str(desc).strip()
+            if ds.description:
+                row["description"] = ds.description
         except NagkitError as e:
             row.update({"available": False, "error": e.message})
         rows.append(row)
@@ -594,14 +585,13 @@ def _adb_rows() -> list[dict[str, Any]]:
         return [{"spec": "adb:SERIAL", "kind": "adb", "available": False, "note": f"`adb devices` failed: {e}"}]
     rows = []
     for line in out.splitlines():
-        line = line.strip()
-        if not line or line.startswith(("List of devices", "*")):
+        parts = line.split()
+        if len(parts) < 2 or line.startswith(("List of devices", "*")):
             continue
-        serial, _, rest = line.partition(" ") if "\t" not in line else line.partition("\t")
-        fields_ = rest.split()
-        state = fields_[0] if fields_ else "unknown"
-        row = {"spec": f"adb:{serial}", "kind": "adb", "available": state == "device", "state": state}
-        row.update({k: v for k, _, v in (f.partition(":") for f in fields_[1:]) if k in ("model", "product", "device")})
+        row = {"spec": f"adb:{parts[0]}", "kind": "adb", "available": parts[1] == "device", "state": parts[1]}
+        row.update({k: v for k, _, v in (f.partition(":") for f in parts[2:]) if k in ("model", "product")})
+        if parts[1] == "unauthorized":
+            row["note"] = "accept the USB-debugging prompt on the phone"
         rows.append(row)
     if not rows:
         rows.append({"spec": "adb:SERIAL", "kind": "adb", "available": False,
