@@ -4,17 +4,34 @@ from __future__ import annotations
 
 import click
 
-from nagkit.cli.options import device_option, emit, json_option, seed_option, verbosity_option
+from nagkit.cli.options import device_option, emit, json_option, seed_option, space_option, verbosity_option
 
 lut_option = click.option("--lut", "lut_path", required=True, type=click.Path(dir_okay=False),
                           help="Latency table (JSON).")
 
 
-def _space_for(table, space_name: str | None):
-    from nagkit.space import get_space
+def get_space_arg(text: str):
+    """A registered space name, or a JSON file holding a space definition (SearchSpace fields)."""
+    import json
+    from pathlib import Path
 
+    from nagkit.errors import BadInputError
+    from nagkit.space import SearchSpace, get_space
+
+    if text.endswith(".json"):
+        p = Path(text)
+        if not p.is_file():
+            raise BadInputError(f"space file {text!r} does not exist", hint="list named spaces with `nagkit space show`")
+        try:
+            return SearchSpace.from_dict(json.loads(p.read_text()))
+        except json.JSONDecodeError as e:
+            raise BadInputError(f"space file {text!r} is not valid JSON: {e}") from None
+    return get_space(text)
+
+
+def _space_for(table, space_name: str | None):
     if space_name:
-        return get_space(space_name)
+        return get_space_arg(space_name)
     return table.space()
 
 
@@ -33,9 +50,8 @@ def lut() -> None:
 def import_ofa_cmd(directory: str, out: str, space_name: str, as_json: bool) -> None:
     """Import OFA's <r>_lookup_table.yaml files from DIRECTORY into one nagkit table."""
     from nagkit.latency.ofa import import_ofa
-    from nagkit.space import get_space
 
-    sp = get_space(space_name)
+    sp = get_space_arg(space_name)
     table = import_ofa(directory, sp)
     path = table.save(out)
     lo, hi = table.latency_range(sp)
@@ -147,9 +163,194 @@ def show_cmd(lut_path: str, as_json: bool) -> None:
     emit(s, as_json, human)
 
 
-@click.command("profile")
-def profile() -> None:
-    """Measure a device block by block into a latency table (being built)."""
-    from nagkit.errors import NagkitError
+def _parse_resolutions(text: str | None, space) -> list[int] | None:
+    from nagkit.errors import BadInputError
 
-    raise NagkitError("`nagkit profile` is not available yet in this build")
+    if not text:
+        return None
+    try:
+        res = sorted({int(t) for t in text.replace(" ", "").split(",") if t})
+    except ValueError:
+        raise BadInputError(f"--resolutions {text!r} must be comma-separated integers, e.g. 224,192") from None
+    bad = [r for r in res if r not in space.resolutions]
+    if bad or not res:
+        raise BadInputError(f"resolution(s) {bad or text!r} not in space {space.name!r}; allowed: "
+                            f"{', '.join(map(str, space.resolutions))}")
+    return res
+
+
+def _open_device(spec: str | None, table=None):
+    from nagkit.devices.registry import get_device
+    from nagkit.errors import BadInputError
+
+    if not spec and table is not None and table.device.get("spec"):
+        spec = table.device["spec"]
+    if not spec:
+        raise BadInputError("no device given", hint="pass --device, e.g. --device cpu (see `nagkit devices`)")
+    return get_device(spec)
+
+
+def _command_line() -> str:
+    import shlex
+    import sys
+
+    return "nagkit " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+cache_option = click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+                            help="Conversion cache (default ~/.cache/nagkit, or $NAGKIT_CACHE).")
+jobs_option = click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None,
+                           help="Conversion processes (default: the usable cores). Conversions finish "
+                                "before timing starts.")
+progress_option = click.option("--progress/--no-progress", default=True, show_default=True,
+                               help="Progress bar with ETA on stderr.")
+
+
+@click.command("profile")
+@device_option
+@space_option
+@click.option("--resolutions", "res_text", default=None,
+              help="Comma-separated resolutions to profile (default: all of the space's).")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="Output table (JSON).")
+@click.option("--resume", is_flag=True, help="Continue the journal beside --out; measure only missing blocks.")
+@click.option("--force", is_flag=True, help="Discard an existing journal and start over.")
+@click.option("--calibrate", "n_cal", type=int, default=0, show_default=True,
+              help="Then measure N random whole networks and fit the table's calibration.")
+@click.option("--calibrate-seed", type=int, default=1, show_default=True, help="Seed of the calibration archs.")
+@cache_option
+@jobs_option
+@progress_option
+@json_option
+@verbosity_option
+def profile(device_spec, space_name, res_text, out, resume, force, n_cal, calibrate_seed, cache_dir,
+            jobs, progress, as_json) -> None:
+    """Measure every unique block of a space on a device into a latency table (resumable)."""
+    from nagkit.latency.profiler import profile as run_profile
+
+    sp = get_space_arg(space_name)
+    res = _parse_resolutions(res_text, sp) or list(sp.resolutions)
+    dev = _open_device(device_spec)
+    try:
+        result = run_profile(dev, sp, res, out, resume=resume, force=force, cache_dir=cache_dir,
+                             progress=progress, command=_command_line(), jobs=jobs)
+        table = result.table
+        if n_cal > 0:
+            from nagkit.latency.validate import calibrate
+
+            table = calibrate(table, dev, sp, n_cal, seed=calibrate_seed, resolutions=res,
+                              cache_dir=cache_dir, progress=progress, jobs=jobs)
+            table.save(out)
+    finally:
+        dev.close()
+    d = result.to_dict()
+    d["calibration"] = table.calibration.to_dict() if table.calibration else None
+    if d["calibration"]:
+        d["calibration"] = {k: v for k, v in d["calibration"].items()
+                            if k not in ("archs", "raw_ms", "measured_ms")}
+
+    def human(r):
+        lines = [f"profiled {r['entries']} blocks of {r['space']} at {r['resolutions']} on {r['device']} "
+                 f"({r['measured']} measured, {r['resumed']} from the journal) in {r['elapsed_s']:.1f} s "
+                 f"-> {r['out']}"]
+        if r["noisy"]:
+            lines.append(f"warning: {len(r['noisy'])} block(s) stayed noisy (IQR/median above target)")
+        c = r["calibration"]
+        if c:
+            lines.append(f"calibration: measured ≈ {c['scale']:.4f} × sum + {c['offset']:.4f} ms "
+                         f"(fit MAPE {c['fit_error']:.2f}%, raw MAPE {c['raw_mape']:.2f}%, n={c['n_fit']})")
+        return "\n".join(lines)
+
+    emit(d, as_json, human)
+
+
+@lut.command("calibrate")
+@lut_option
+@device_option
+@click.option("--samples", "n", type=int, default=10, show_default=True, help="Random whole networks to measure.")
+@click.option("--resolutions", "res_text", default=None, help="Resolutions to sample (default: the table's).")
+@click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
+              help="Write the calibrated table here (default: update --lut in place, atomically).")
+@seed_option
+@cache_option
+@jobs_option
+@progress_option
+@json_option
+@verbosity_option
+def calibrate_cmd(lut_path, device_spec, n, res_text, out, seed, cache_dir, jobs, progress, as_json) -> None:
+    """Fit measured ≈ scale × sum + offset on N random whole networks; store it in the table."""
+    from nagkit.latency.table import LatencyTable
+    from nagkit.latency.validate import calibrate
+
+    table = LatencyTable.load(lut_path)
+    sp = table.space()
+    res = _parse_resolutions(res_text, sp)
+    dev = _open_device(device_spec, table)
+    try:
+        new = calibrate(table, dev, sp, n, seed=seed, resolutions=res, cache_dir=cache_dir, progress=progress,
+                        jobs=jobs)
+    finally:
+        dev.close()
+    path = new.save(out or lut_path)
+    c = new.calibration.to_dict()
+    emit({"out": str(path), **c}, as_json, lambda r: (
+        f"calibration: measured ≈ {r['scale']:.4f} × sum + {r['offset']:.4f} ms (fit MAPE {r['fit_error']:.2f}%, "
+        f"raw MAPE {r['raw_mape']:.2f}%, n={r['n_fit']}) -> {r['out']}"))
+
+
+@lut.command("validate")
+@lut_option
+@device_option
+@click.option("--samples", "n", type=int, default=20, show_default=True, help="Random whole networks to measure.")
+@click.option("--resolutions", "res_text", default=None, help="Resolutions to sample (default: the table's).")
+@click.option("--plot", "plot", default=None, type=click.Path(dir_okay=False), help="Write a scatter plot (PNG).")
+@click.option("--min-within-5", type=float, default=None,
+              help="Exit 1 unless at least this fraction is within ±5% (calibrated when available).")
+@seed_option
+@cache_option
+@jobs_option
+@progress_option
+@json_option
+@verbosity_option
+def validate_cmd(lut_path, device_spec, n, res_text, plot, min_within_5, seed, cache_dir, jobs, progress,
+                 as_json) -> None:
+    """Measure N random whole networks end to end and compare them with the table's predictions."""
+    from nagkit.errors import CheckFailedError
+    from nagkit.latency.table import LatencyTable
+    from nagkit.latency.validate import plot_scatter, validate
+
+    table = LatencyTable.load(lut_path)
+    sp = table.space()
+    res = _parse_resolutions(res_text, sp)
+    dev = _open_device(device_spec, table)
+    try:
+        rep = validate(table, dev, sp, n, seed=seed, resolutions=res, cache_dir=cache_dir, progress=progress,
+                       jobs=jobs)
+    finally:
+        dev.close()
+    if plot:
+        rep["plot"] = str(plot_scatter(rep, plot))
+
+    def human(r):
+        lines = [f"{'arch':<70} {'meas':>8} {'raw':>8} {'err%':>6}" + (f" {'cal':>8} {'err%':>6}" if r["calibrated"] else "")]
+        for a in r["archs"]:
+            s = f"{a['arch'][:70]:<70} {a['measured_ms']:8.3f} {a['raw_ms']:8.3f} {a['raw_error_pct']:6.1f}"
+            if "calibrated_ms" in a:
+                s += f" {a['calibrated_ms']:8.3f} {a['calibrated_error_pct']:6.1f}"
+            lines.append(s)
+        for name in ("raw", "calibrated"):
+            m = r[name]
+            if m:
+                lines.append(f"{name:<10} MAPE {m['mape']:.2f}%  within ±5% {m['within_5pct']:.0%}  "
+                             f"±10% {m['within_10pct']:.0%}  Spearman {m['spearman']:.3f}  "
+                             f"bias {m['mean_signed_error_pct']:+.2f}%")
+        if r.get("plot"):
+            lines.append(f"plot -> {r['plot']}")
+        return "\n".join(lines)
+
+    emit(rep, as_json, human)
+    if min_within_5 is not None:
+        m = rep["calibrated"] or rep["raw"]
+        if m["within_5pct"] < min_within_5:
+            raise CheckFailedError(f"only {m['within_5pct']:.0%} of {n} networks are within ±5% "
+                                   f"(required {min_within_5:.0%})",
+                                   hint="re-calibrate with `nagkit lut calibrate`, or re-profile on a quiet machine")

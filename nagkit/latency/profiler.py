@@ -1,0 +1,272 @@
+"""Profile a device block by block into a latency table, resumably.
+
+Every measured block is appended to a journal (JSON lines, flushed and fsync'd) beside the
+output, ``<out>.journal.jsonl``. Its first line is a header naming the device, runtime, model
+format and space; each further line is one block's statistics. After a crash or ``kill -9``,
+``resume=True`` reads the journal (dropping a half-written last line), refuses a journal made
+for another device, runtime or space, and measures only the blocks that are missing. The final
+table is written atomically with the device and runtime facts and the versions used.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nagkit.errors import ArtifactError, BadInputError
+from nagkit.latency.blocks import BlockCache, layer_input_shape, unique_layers
+from nagkit.latency.progress import progress_bar
+from nagkit.latency.table import LatencyTable, utc_now
+from nagkit.space.space import LayerSpec, SearchSpace
+
+log = logging.getLogger(__name__)
+
+JOURNAL_FORMAT = "nagkit-profile-journal"
+JOURNAL_SCHEMA = 1
+
+
+def journal_path(out: str | Path) -> Path:
+    out = Path(out)
+    return out.with_name(out.name + ".journal.jsonl")
+
+
+def device_identity(device) -> dict[str, Any]:
+    """What must match for a journal to be resumed on ``device``."""
+    rt = device.runtime_info() or {}
+    return {"spec": str(device.spec), "kind": device.kind, "model_format": device.model_format,
+            "runtime": rt.get("name"), "threads": rt.get("threads")}
+
+
+class Journal:
+    """Append-only, fsync'd JSON-lines record of measured blocks."""
+
+    def __init__(self, path: Path, header: dict[str, Any], blocks: dict[str, dict[str, Any]]):
+        self.path = path
+        self.header = header
+        self.blocks = blocks
+
+    @classmethod
+    def create(cls, path: Path, header: dict[str, Any]) -> Journal:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        head = {"type": "header", "format": JOURNAL_FORMAT, "schema": JOURNAL_SCHEMA, **header}
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(json.dumps(head, sort_keys=True) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        _fsync_dir(path.parent)
+        return cls(path, head, {})
+
+    @classmethod
+    def open(cls, path: Path) -> Journal:
+        """Read a journal; a torn last line (a crash mid-write) is cut off, anything else
+        unreadable raises :class:`ArtifactError`."""
+        data = path.read_bytes()
+        lines = data.split(b"\n")
+        complete, tail = lines[:-1], lines[-1]
+        good_len = len(data) - len(tail)
+        if tail.strip():
+            try:
+                json.loads(tail)
+                complete.append(tail)  # a whole record without its newline
+                good_len = len(data)
+            except json.JSONDecodeError:
+                log.warning("journal %s: dropping a half-written last line (%d bytes)", path, len(tail))
+        recs = []
+        for i, raw in enumerate(complete):
+            if not raw.strip():
+                continue
+            try:
+                recs.append(json.loads(raw))
+            except json.JSONDecodeError:
+                raise ArtifactError(
+                    f"profile journal {str(path)!r} is corrupt at line {i + 1}; it cannot be resumed",
+                    hint="delete it (and start over) or restore it from a backup") from None
+        if not recs or recs[0].get("type") != "header" or recs[0].get("format") != JOURNAL_FORMAT:
+            raise ArtifactError(f"{str(path)!r} is not a nagkit profile journal (no header line)",
+                                hint="delete it, or pick another --out")
+        if recs[0].get("schema") != JOURNAL_SCHEMA:
+            raise ArtifactError(f"profile journal {str(path)!r} has schema {recs[0].get('schema')!r}; "
+                                f"this nagkit writes schema {JOURNAL_SCHEMA}", hint="delete it and start over")
+        blocks: dict[str, dict[str, Any]] = {}
+        for r in recs[1:]:
+            if r.get("type") != "block" or not isinstance(r.get("key"), str) or not isinstance(r.get("stats"), dict):
+                raise ArtifactError(f"profile journal {str(path)!r} has a malformed record: {str(r)[:200]}",
+                                    hint="delete it and start over")
+            blocks[r["key"]] = r
+        if good_len < len(data):
+            with open(path, "r+b") as f:
+                f.truncate(good_len)
+                f.flush()
+                os.fsync(f.fileno())
+        elif data and not data.endswith(b"\n"):
+            with open(path, "ab") as f:
+                f.write(b"\n")
+                f.flush()
+                os.fsync(f.fileno())
+        return cls(path, recs[0], blocks)
+
+    def append(self, key: str, stats: Mapping[str, Any], **extra: Any) -> None:
+        rec = {"type": "block", "key": key, "stats": dict(stats), "t": utc_now(), **extra}
+        line = json.dumps(rec, sort_keys=True) + "\n"
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+        self.blocks[key] = rec
+
+
+def _fsync_dir(d: Path) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def check_journal_matches(j: Journal, ident: Mapping[str, Any], space: SearchSpace) -> None:
+    theirs = j.header.get("device_identity", {})
+    diffs = [f"{k}: journal {theirs.get(k)!r} vs now {ident.get(k)!r}"
+             for k in ("spec", "model_format", "runtime", "threads") if theirs.get(k) != ident.get(k)]
+    if diffs:
+        raise BadInputError(
+            f"profile journal {str(j.path)!r} was made for device {theirs.get('spec')!r}, not "
+            f"{ident.get('spec')!r} ({'; '.join(diffs)}); refusing to mix measurements",
+            hint=f"resume with `--device {theirs.get('spec')}`, or write to another --out")
+    if j.header.get("space_spec") != space.to_dict():
+        raise BadInputError(
+            f"profile journal {str(j.path)!r} was made for space {j.header.get('space')!r}, not "
+            f"{space.name!r} (or its definition changed); refusing to mix measurements",
+            hint=f"resume with `--space {j.header.get('space')}`, or write to another --out")
+
+
+def versions() -> dict[str, str]:
+    from importlib import metadata
+
+    out = {"python": platform.python_version()}
+    for n in ("nagkit", "torch", "litert-torch", "ai-edge-litert", "onnx", "onnxruntime", "numpy"):
+        try:
+            out[n] = metadata.version(n)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+@dataclass
+class ProfileResult:
+    table: LatencyTable
+    out: Path
+    journal: Path
+    measured: list[str]
+    resumed: list[str]
+    elapsed_s: float
+    cache: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"out": str(self.out), "journal": str(self.journal), "entries": len(self.table.entries),
+                "measured": len(self.measured), "resumed": len(self.resumed),
+                "elapsed_s": round(self.elapsed_s, 3), "cache": self.cache,
+                "device": self.table.device.get("spec"), "space": self.table.space_name,
+                "resolutions": list(self.table.resolutions),
+                "noisy": self.table.provenance.get("noisy_blocks", [])}
+
+
+Progress = Callable[[str, int, int], None]
+
+
+def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | Path, *,
+            resume: bool = False, force: bool = False, cfg=None, cache_dir: str | Path | None = None,
+            progress: bool = True, command: str | None = None, jobs: int | None = None) -> ProfileResult:
+    """Measure every unique block of ``space`` at ``resolutions`` on ``device`` into ``out``.
+
+    Missing conversions are done first, ``jobs`` processes at once; then the blocks are timed
+    one by one, each journalled durably before the next starts."""
+    t0 = time.perf_counter()
+    out = Path(out)
+    res = sorted({int(r) for r in resolutions})
+    layers = unique_layers(space, res)
+    jpath = journal_path(out)
+    ident = device_identity(device)
+    if jpath.exists() and resume:
+        journal = Journal.open(jpath)
+        check_journal_matches(journal, ident, space)
+    elif jpath.exists() and not force:
+        raise BadInputError(
+            f"a profile journal already exists at {str(jpath)!r} ({_count_lines(jpath)} lines)",
+            hint="pass --resume to continue it (only missing blocks are measured), or --force to start over")
+    else:
+        if resume:
+            log.warning("nothing to resume at %s; starting a new profile", jpath)
+        journal = Journal.create(jpath, {
+            "device_identity": ident, "space": space.name, "space_spec": space.to_dict(),
+            "created": utc_now(), "command": command})
+    cache = BlockCache(device.model_format, cache_dir)
+    todo = [(k, l) for k, l in layers.items() if k not in journal.blocks]
+    resumed = [k for k in layers if k in journal.blocks]
+    if resumed:
+        log.info("resuming: %d of %d blocks already measured", len(resumed), len(layers))
+    measured: list[str] = []
+    cache.prepare(dict(todo), jobs=jobs, progress=progress)
+    with progress_bar(progress, len(layers), len(resumed), device.spec) as advance:
+        for key, layer in todo:
+            t1 = time.perf_counter()
+            stats = _measure_block(device, cache, key, layer, cfg)
+            journal.append(key, stats.to_dict(), layer=_layer_dict(layer),
+                           wall_s=round(time.perf_counter() - t1, 4))
+            measured.append(key)
+            advance(key)
+    table = build_table(device, space, res, journal, layers, provenance_extra={
+        "journal": str(jpath), "block_cache": cache.info(), "command": command,
+        "measure_config": cfg.to_dict() if cfg is not None else "device default",
+        "measured_this_run": len(measured), "resumed_from_journal": len(resumed),
+        "elapsed_s": round(time.perf_counter() - t0, 3)})
+    table.save(out)
+    return ProfileResult(LatencyTable.load(out), out, jpath, measured, resumed,
+                         time.perf_counter() - t0, cache.info())
+
+
+def _measure_block(device, cache: BlockCache, key: str, layer: LayerSpec, cfg):
+    model = cache.get(key, layer)
+    shape = layer_input_shape(layer)
+    return device.measure(model, shape, cfg) if cfg is not None else device.measure(model, shape)
+
+
+def _layer_dict(layer: LayerSpec) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(layer)
+
+
+def build_table(device, space: SearchSpace, res: list[int], journal: Journal,
+                layers: Mapping[str, LayerSpec], provenance_extra: Mapping[str, Any]) -> LatencyTable:
+    """The table of every journalled block the space needs at ``res``."""
+    entries, noisy = {}, []
+    for key in layers:
+        s = journal.blocks[key]["stats"]
+        entries[key] = {f: s.get(f) for f in ("median_ms", "mean_ms", "std_ms", "p10_ms", "p90_ms", "n")}
+        if s.get("noisy"):
+            noisy.append(key)
+    info = dict(device.info() or {})
+    info.setdefault("spec", str(device.spec))
+    info["spec"] = str(device.spec)
+    prov = {"source": "nagkit profile", "versions": versions(), "host": platform.node(),
+            "argv": sys.argv[1:], "noisy_blocks": noisy, **provenance_extra}
+    return LatencyTable.create(space, entries, device=info, runtime=dict(device.runtime_info() or {}),
+                               resolutions=res, stat="median_ms", provenance=prov)
+
+
+def _count_lines(p: Path) -> int:
+    with open(p, "rb") as f:
+        return sum(1 for _ in f)

@@ -1,0 +1,222 @@
+"""Whole-network measurements: calibration of a table and end-to-end validation.
+
+Both measure random static networks (``StaticNet.from_arch``, converted to the device's model
+format and cached by arch + converter versions) and compare them with the table's prediction.
+``calibrate`` fits ``measured ≈ scale · sum + offset``; ``validate`` reports, per arch and in
+aggregate, the raw and calibrated errors: MAPE, the fraction within ±5% and ±10%, Spearman ρ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nagkit.errors import BadInputError
+from nagkit.latency.blocks import FORMATS, converter_versions, default_cache_dir
+from nagkit.latency.progress import progress_bar
+from nagkit.latency.table import Calibration, LatencyTable
+from nagkit.space.arch import Arch
+from nagkit.space.sampling import sample
+from nagkit.space.space import SearchSpace
+
+log = logging.getLogger(__name__)
+
+
+def random_archs(space: SearchSpace, n: int, seed: int, resolutions: Sequence[int] | None = None) -> list[Arch]:
+    """``n`` distinct uniformly random archs (seeded), restricted to ``resolutions``."""
+    if n < 1:
+        raise BadInputError(f"--samples must be >= 1, got {n}")
+    sp = space
+    if resolutions:
+        bad = [r for r in resolutions if r not in space.resolutions]
+        if bad:
+            raise BadInputError(f"resolution(s) {bad} not in space {space.name!r}; allowed: "
+                                f"{', '.join(map(str, space.resolutions))}")
+        sp = space.replace(resolutions=tuple(resolutions))
+    rng = np.random.default_rng(seed)
+    seen, out = set(), []
+    while len(out) < n:
+        a = sample(sp, rng)
+        if a not in seen:
+            seen.add(a)
+            out.append(a)
+    return out
+
+
+class NetworkCache:
+    """Converted whole networks on disk, keyed by space, arch and converter versions."""
+
+    def __init__(self, fmt: str, cache_dir: str | Path | None = None):
+        self.fmt = fmt
+        self.versions = converter_versions(fmt) if fmt != "torch" else {}
+        tag = hashlib.sha256(repr(sorted(self.versions.items())).encode()).hexdigest()[:10]
+        root = Path(cache_dir) if cache_dir else default_cache_dir().parent
+        self.dir = root / "nets" / f"{fmt}-{tag}"
+        self.hits = self.misses = 0
+
+    def path_for(self, space: SearchSpace, arch: Arch) -> Path:
+        sh = hashlib.sha256(repr(sorted(space.to_dict().items())).encode()).hexdigest()[:8]
+        return self.dir / f"{space.name}-{sh}" / f"{arch}{FORMATS[self.fmt]}"
+
+    def prepare(self, space: SearchSpace, archs: Sequence[Arch], seed: int = 0, jobs: int | None = None,
+                progress: bool = True) -> None:
+        """Convert the networks not cached yet, ``jobs`` processes at once, before any timing."""
+        from nagkit.latency.blocks import convert_many
+
+        if self.fmt == "torch":
+            return
+        todo = [a for a in dict.fromkeys(archs) if not self._cached(self.path_for(space, a))]
+        if not todo:
+            return
+        self.path_for(space, todo[0]).parent.mkdir(parents=True, exist_ok=True)
+        tasks = [("net", (space.to_dict(), str(a), seed), self.fmt, str(self.path_for(space, a))) for a in todo]
+        convert_many(tasks, jobs=jobs, progress=progress, label="convert networks")
+        self.misses += len(todo)
+        self.hits -= len(todo)
+
+    @staticmethod
+    def _cached(p: Path) -> bool:
+        return p.exists() and p.stat().st_size > 0
+
+    def get(self, space: SearchSpace, arch: Arch, seed: int = 0):
+        from nagkit.supernet.static import StaticNet
+
+        if self.fmt == "torch":
+            return StaticNet.from_arch(space, arch, seed=seed)
+        p = self.path_for(space, arch)
+        if self._cached(p):
+            self.hits += 1
+            return p
+        self.misses += 1
+        from nagkit.latency.blocks import convert
+
+        net = StaticNet.from_arch(space, arch, seed=seed)
+        return convert(net, (1, space.in_channels, arch.r, arch.r), self.fmt, p)
+
+
+def measure_networks(device, space: SearchSpace, archs: Sequence[Arch], *, cfg=None,
+                     cache_dir: str | Path | None = None, progress: bool = True, label: str = "measure",
+                     jobs: int | None = None):
+    """LatencyStats of each arch measured end to end on ``device``."""
+    cache = NetworkCache(device.model_format, cache_dir)
+    cache.prepare(space, archs, jobs=jobs, progress=progress)
+    out = []
+    with progress_bar(progress, len(archs), 0, str(device.spec), label) as advance:
+        for a in archs:
+            model = cache.get(space, a)
+            shape = (1, space.in_channels, a.r, a.r)
+            out.append(device.measure(model, shape, cfg) if cfg is not None else device.measure(model, shape))
+            advance(str(a))
+    return out, {"dir": str(cache.dir), "hits": cache.hits, "misses": cache.misses}
+
+
+def calibrate(table: LatencyTable, device, space: SearchSpace, n: int, seed: int = 1, *,
+              resolutions: Sequence[int] | None = None, cfg=None, cache_dir=None,
+              progress: bool = True, jobs: int | None = None) -> LatencyTable:
+    """Measure ``n`` random networks and return the table with a fitted calibration."""
+    archs = random_archs(space, n, seed, resolutions or _table_res(table, space))
+    stats, cinfo = measure_networks(device, space, archs, cfg=cfg, cache_dir=cache_dir,
+                                    progress=progress, label="calibrate", jobs=jobs)
+    raw = table.predict_many(space, archs, calibrated=False)
+    meas = np.array([s.median_ms for s in stats])
+    cal = Calibration.fit(raw, meas, seed=seed, device=str(device.spec),
+                          archs=[str(a) for a in archs], raw_ms=[float(x) for x in raw],
+                          measured_ms=[float(x) for x in meas])
+    log.info("calibration: measured ≈ %.4f × sum + %.4f ms (fit MAPE %.2f%%, raw MAPE %.2f%%)",
+             cal.scale, cal.offset, cal.fit_error, cal.details["raw_mape"])
+    return table.with_calibration(cal)
+
+
+def _table_res(table: LatencyTable, space: SearchSpace) -> list[int]:
+    res = [r for r in table.resolutions if r in space.resolutions]
+    if not res:
+        raise BadInputError(f"the table's resolutions {list(table.resolutions)} are not in space {space.name!r}")
+    return res
+
+
+def fidelity(pred: np.ndarray, meas: np.ndarray) -> dict[str, float]:
+    """MAPE, fraction within ±5%/±10%, Spearman ρ, mean signed and max absolute error (%)."""
+    from scipy.stats import spearmanr
+
+    err = (pred - meas) / meas * 100.0
+    rho = float(spearmanr(pred, meas).statistic) if len(pred) > 2 else math.nan
+    return {"mape": float(np.mean(np.abs(err))), "within_5pct": float(np.mean(np.abs(err) <= 5)),
+            "within_10pct": float(np.mean(np.abs(err) <= 10)), "spearman": rho,
+            "mean_signed_error_pct": float(np.mean(err)), "max_abs_error_pct": float(np.max(np.abs(err)))}
+
+
+def validate(table: LatencyTable, device, space: SearchSpace, n: int, seed: int = 0, *,
+             resolutions: Sequence[int] | None = None, cfg=None, cache_dir=None,
+             progress: bool = True, jobs: int | None = None) -> dict[str, Any]:
+    """Measure ``n`` random networks end to end and compare with the table's predictions."""
+    archs = random_archs(space, n, seed, resolutions or _table_res(table, space))
+    raw = table.predict_many(space, archs, calibrated=False)  # fail on a missing key before measuring
+    stats, cinfo = measure_networks(device, space, archs, cfg=cfg, cache_dir=cache_dir,
+                                    progress=progress, label="validate", jobs=jobs)
+    meas = np.array([s.median_ms for s in stats])
+    cal = table.calibration
+    calp = cal.apply(raw) if cal is not None else None
+    rows = []
+    for i, a in enumerate(archs):
+        row = {"arch": str(a), "raw_ms": float(raw[i]), "measured_ms": float(meas[i]),
+               "measured_p10_ms": stats[i].p10_ms, "measured_p90_ms": stats[i].p90_ms,
+               "noisy": stats[i].noisy, "raw_error_pct": float((raw[i] - meas[i]) / meas[i] * 100)}
+        if calp is not None:
+            row["calibrated_ms"] = float(calp[i])
+            row["calibrated_error_pct"] = float((calp[i] - meas[i]) / meas[i] * 100)
+        rows.append(row)
+    overlap = None
+    if cal is not None and "archs" in cal.details:
+        overlap = len(set(cal.details["archs"]) & {str(a) for a in archs})
+    return {
+        "lut": str(table.path) if table.path else None, "device": str(device.spec),
+        "space": space.name, "samples": n, "seed": seed,
+        "resolutions": sorted({a.r for a in archs}),
+        "raw": fidelity(raw, meas),
+        "calibrated": fidelity(calp, meas) if calp is not None else None,
+        "calibration": cal.to_dict() if cal is not None else None,
+        "calibration_overlap": overlap,
+        "noisy_measurements": int(sum(s.noisy for s in stats)),
+        "network_cache": cinfo, "archs": rows,
+    }
+
+
+def plot_scatter(report: dict[str, Any], path: str | Path) -> Path:
+    """Predicted vs measured scatter (raw and calibrated), written atomically as PNG."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from nagkit.io import atomic_write_bytes
+
+    rows = report["archs"]
+    meas = np.array([r["measured_ms"] for r in rows])
+    fig, ax = plt.subplots(figsize=(5.5, 5.5), dpi=120)
+    lo, hi = float(meas.min()) * 0.9, float(meas.max()) * 1.1
+    xs = np.linspace(lo, hi, 10)
+    ax.plot(xs, xs, "k-", lw=1, label="y = x")
+    ax.fill_between(xs, xs * 0.95, xs * 1.05, color="0.85", label="±5%")
+    ax.scatter(meas, [r["raw_ms"] for r in rows], s=14, label=f"raw sum (MAPE {report['raw']['mape']:.1f}%)")
+    if report.get("calibrated"):
+        ax.scatter(meas, [r["calibrated_ms"] for r in rows], s=14, marker="x",
+                   label=f"calibrated (MAPE {report['calibrated']['mape']:.1f}%)")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("measured latency (ms)")
+    ax.set_ylabel("predicted latency (ms)")
+    ax.set_title(f"{report['space']} on {report['device']} (n={len(rows)})", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return atomic_write_bytes(path, buf.getvalue())

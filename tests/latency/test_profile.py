@@ -1,0 +1,125 @@
+"""nagkit profile on the CPU device: journal, kill -9 and resume, refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nagkit.latency.blocks import unique_layers
+from nagkit.latency.table import LatencyTable
+from tests.cli.helpers import run_cli
+from tests.latency.conftest import make_tiny_space
+
+FAST_MEASURE = "{warmup_runs: 2, warmup_s: 0.01, min_runs: 5, min_time_s: 0.03, max_time_s: 0.3, max_runs: 300}"
+SLOW_MEASURE = "{warmup_runs: 2, warmup_s: 0.05, min_runs: 20, min_time_s: 0.4, max_time_s: 0.6, max_runs: 100000}"
+
+
+@pytest.fixture
+def setup(tmp_path):
+    space = make_tiny_space(resolutions=(32,))
+    sp = tmp_path / "space.json"
+    sp.write_text(json.dumps(space.to_dict()))
+
+    def device(name: str, measure: str, runtime: str = "onnxruntime") -> Path:
+        p = tmp_path / f"{name}.yaml"
+        p.write_text(f"device: cpu:runtime={runtime},threads=1\nmeasure: {measure}\n")
+        return p
+
+    return space, sp, device
+
+
+def journal_records(path: Path) -> list[dict]:
+    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+
+
+@pytest.mark.slow
+def test_kill_and_resume_loses_and_repeats_nothing(setup, tmp_path, cli_env):
+    space, space_file, device = setup
+    dev = device("slow", SLOW_MEASURE)
+    out = tmp_path / "t.json"
+    journal = tmp_path / "t.json.journal.jsonl"
+    args = [sys.executable, "-m", "nagkit", "profile", "--device", str(dev), "--space", str(space_file),
+            "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
+    proc = subprocess.Popen(args, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if journal.exists() and len(journal.read_bytes().splitlines()) >= 5:  # header + 4 blocks
+            break
+        if proc.poll() is not None:
+            pytest.fail(f"profile ended before it could be killed: {proc.stderr.read().decode()[-2000:]}")
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert not out.exists()
+    before = journal.read_bytes()
+    done_before = [r["key"] for r in journal_records(journal)[1:]] if before.endswith(b"\n") else None
+    if done_before is None:  # killed mid-line: the torn line is dropped on resume
+        done_before = [json.loads(l)["key"] for l in before.splitlines()[1:-1]]
+    total = len(unique_layers(space))
+    assert 4 <= len(done_before) < total
+
+    res = run_cli(["profile", "--device", str(dev), "--space", str(space_file), "--out", str(out),
+                   "--cache-dir", str(tmp_path / "cache"), "--resume", "--no-progress", "--json"], env=cli_env)
+    assert res.code == 0, res.err
+    summary = json.loads(res.out)
+    assert summary["resumed"] == len(done_before)
+    assert summary["measured"] == total - len(done_before)
+    recs = journal_records(journal)[1:]
+    keys = [r["key"] for r in recs]
+    assert len(keys) == len(set(keys)) == total, "a block was measured twice or lost"
+    assert keys[: len(done_before)] == done_before
+    table = LatencyTable.load(out)
+    assert set(table.entries) == set(unique_layers(space))
+    first = recs[0]
+    assert table.entries[first["key"]]["median_ms"] == first["stats"]["median_ms"]
+    assert table.provenance["resumed_from_journal"] == len(done_before)
+    assert table.device["spec"] and table.runtime["name"] == "onnxruntime"
+    assert table.predict(space, space.largest()) > 0
+
+
+@pytest.mark.slow
+def test_profile_refuses_foreign_or_existing_journal(setup, tmp_path, cli_env):
+    space, space_file, device = setup
+    dev = device("fast", FAST_MEASURE)
+    out = tmp_path / "t.json"
+    common = ["--space", str(space_file), "--out", str(out), "--cache-dir", str(tmp_path / "cache"),
+              "--no-progress"]
+    ok = run_cli(["profile", "--device", str(dev), *common], env=cli_env)
+    assert ok.code == 0, ok.err
+    again = run_cli(["profile", "--device", str(dev), *common], env=cli_env)
+    assert again.code == 2 and "--resume" in again.err and "Traceback" not in again.err
+    other = run_cli(["profile", "--device", "cpu:runtime=onnxruntime,threads=2", *common, "--resume"], env=cli_env)
+    assert other.code == 2 and "was made for device" in other.err
+    other_space = tmp_path / "space2.json"
+    other_space.write_text(json.dumps(make_tiny_space(resolutions=(32,), n_classes=5).to_dict()))
+    bad = run_cli(["profile", "--device", str(dev), "--space", str(other_space), "--out", str(out),
+                   "--resume", "--no-progress"], env=cli_env)
+    assert bad.code == 2 and "was made for space" in bad.err
+    resumed = run_cli(["profile", "--device", str(dev), *common, "--resume", "--json"], env=cli_env)
+    assert resumed.code == 0 and json.loads(resumed.out)["measured"] == 0
+
+
+def test_corrupt_journal_line_is_refused(tmp_path, lat_space):
+    from nagkit.errors import ArtifactError
+    from nagkit.latency.profiler import Journal
+
+    j = Journal.create(tmp_path / "j.jsonl", {"space": "x"})
+    j.append("a", {"median_ms": 1.0})
+    j.append("b", {"median_ms": 2.0})
+    lines = j.path.read_text().splitlines()
+    j.path.write_text(lines[0] + "\n" + lines[1][:10] + "\n" + lines[2] + "\n")
+    with pytest.raises(ArtifactError, match="corrupt at line 2"):
+        Journal.open(j.path)
+    # a torn *last* line is a crash mid-write: dropped, and the file is cut back
+    j.path.write_text(lines[0] + "\n" + lines[1] + "\n" + lines[2][:15])
+    j2 = Journal.open(j.path)
+    assert list(j2.blocks) == ["a"]
+    j2.append("b", {"median_ms": 2.5})
+    assert list(Journal.open(j.path).blocks) == ["a", "b"]
