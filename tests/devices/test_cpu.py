@@ -247,3 +247,29 @@ def test_thread_count_reaches_the_worker_environment():
         assert dev.runtime_info()["threads"] == 2
         env = open(f"/proc/{dev.worker_pid}/environ", "rb").read().split(b"\0")
     assert b"OMP_NUM_THREADS=2" in env and b"TF_NUM_INTEROP_THREADS=1" in env
+
+
+def test_litert_falls_back_to_tflite_runtime_only_when_that_is_installed(monkeypatch):
+    import importlib.util
+
+    from nagkit.devices import cpu
+
+    real = importlib.util.find_spec
+
+    def only_tflite_runtime(name, *a, **k):  # test double: ai_edge_litert absent, tflite_runtime present
+        if name == "ai_edge_litert":
+            return None
+        if name == "tflite_runtime":
+            return real("json")  # any importable module stands in for the spec
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(importlib.util, "find_spec", only_tflite_runtime)
+    row = cpu.runtime_versions()["litert"]
+    assert row["available"] and row["package"] == "tflite-runtime"
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: None if name in
+                        ("ai_edge_litert", "tflite_runtime") else real(name, *a, **k))
+    row = cpu.runtime_versions()["litert"]
+    assert not row["available"] and row["package"] == "ai-edge-litert"
+    with pytest.raises(DeviceError) as ei:
+        get_device("cpu")
+    assert "pip install ai-edge-litert" in ei.value.hint
