@@ -161,6 +161,10 @@ def export_model(
             f"{', '.join(existing)} already exist{'s' if len(existing) == 1 else ''}; not overwriting",
             hint="pass --force to replace, or choose another --out",
         )
+    if any(t.device.type != "cpu" for t in [*module.parameters(), *module.buffers()]):
+        import copy
+
+        module = copy.deepcopy(module).cpu()  # exported models run on CPU runtimes; leave the caller's be
     module = module.eval()
     example = torch.from_numpy(seeded_inputs(shape, seed))
     created_dir = not out_dir.exists()

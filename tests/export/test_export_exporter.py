@@ -110,3 +110,11 @@ def test_normalize_formats():
         normalize_formats("tflit")
     with pytest.raises(BadInputError, match="4 positive ints"):
         export_model(torch.nn.Identity(), (3, 32, 32), "onnx", ".")
+
+
+@pytest.mark.gpu
+def test_cuda_module_is_exported_from_a_cpu_copy(tmp_path):
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten()).eval().cuda()
+    res = export_model(net, (1, 3, 8, 8), "onnx", tmp_path)
+    assert res.models["onnx"].worst_parity.passed
+    assert next(net.parameters()).device.type == "cuda"  # the caller's module stays where it was
