@@ -16,6 +16,7 @@ import logging
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,28 +31,42 @@ class ConversionError(NagkitError):
     """A converter failed on a model (exit 3)."""
 
 
+_FD_LOCK = threading.Lock()
+_FD_STATE = {"depth": 0, "saved": -1}
+
+
 @contextlib.contextmanager
 def _native_stdout_to_stderr() -> Iterator[None]:
-    """Point file descriptor 1 at stderr for the duration (native libraries print there)."""
+    """Point file descriptor 1 at stderr for the duration (native libraries print there).
+
+    Nested and concurrent uses (threads converting at once) share one redirection: the first
+    to enter saves fd 1, the last to leave restores it.
+    """
+    with _FD_LOCK:
+        if _FD_STATE["depth"] == 0:
+            try:
+                sys.stdout.flush()
+            except Exception:  # pragma: no cover - a closed or odd stdout
+                pass
+            try:
+                _FD_STATE["saved"] = os.dup(1)
+                os.dup2(2, 1)
+            except OSError:  # pragma: no cover - no fd 1 or 2
+                _FD_STATE["saved"] = -1
+        _FD_STATE["depth"] += 1
     try:
-        sys.stdout.flush()
-    except Exception:  # pragma: no cover - a closed or odd stdout
-        pass
-    try:
-        saved = os.dup(1)
-    except OSError:  # pragma: no cover - no fd 1 at all
-        yield
-        return
-    try:
-        os.dup2(2, 1)
         yield
     finally:
-        try:
-            sys.stdout.flush()
-        except Exception:  # pragma: no cover
-            pass
-        os.dup2(saved, 1)
-        os.close(saved)
+        with _FD_LOCK:
+            _FD_STATE["depth"] -= 1
+            if _FD_STATE["depth"] == 0 and _FD_STATE["saved"] >= 0:
+                try:
+                    sys.stdout.flush()
+                except Exception:  # pragma: no cover
+                    pass
+                os.dup2(_FD_STATE["saved"], 1)
+                os.close(_FD_STATE["saved"])
+                _FD_STATE["saved"] = -1
 
 
 @contextlib.contextmanager

@@ -132,3 +132,19 @@ def test_compare_rules():
     assert not compare(np.array([[np.nan, 0.0]]), small)[3]
     with pytest.raises(CheckFailedError, match="shape"):
         compare(np.zeros((1, 3)), small)
+
+
+def test_converter_output_never_reaches_stdout(capfd, tmp_path):
+    """Results go to stdout; converters' chatter (Python and native) must not."""
+    import os
+
+    from nagkit.export import convert
+
+    with convert._captured("test") as buf:
+        print("python-level chatter")
+        os.write(1, b"native chatter on fd 1\n")
+    out, err = capfd.readouterr()
+    assert "chatter" not in out and "native chatter on fd 1" in err
+    assert "python-level chatter" in buf.getvalue()
+    print("result line")
+    assert capfd.readouterr().out == "result line\n"  # fd 1 restored
