@@ -99,9 +99,10 @@ def _detail(r: dict[str, Any]) -> str:
             return f"{r['state']} {extra}".strip()
         return r.get("note", "")
     if kind == "profile":
-        if r.get("available"):
-            return f"-> {r['device']}" + (f"  {r['description']}" if r.get("description") else "")
-        return f"invalid: {r.get('error', '')}"
+        if "error" in r:
+            return f"invalid: {r['error']}"
+        text = f"-> {r['device']}" + (f"  {r['description']}" if r.get("description") else "")
+        return text + (f"  ({r['note']})" if r.get("note") else "")
     if kind == "plugin":
         return f"{r['entry_point']}" + (f" ({r['package']} {r['version']})" if r.get("package") else "")
     return ""

@@ -12,18 +12,10 @@ Spec strings (also shown by ``nagkit devices``)::
     PLUGIN[:...]                          a third-party device from the `nagkit.devices`
                                           entry-point group
 
-A profile is YAML with a ``device:`` spec plus options for that kind of device, e.g.::
-
-    device: cpu
-    runtime: litert
-    threads: 1
-    measure: {min_runs: 20, max_time_s: 5}
-
-Unknown keys are refused with a did-you-mean. ``measure:`` sets the device's default
-:class:`~nagkit.devices.base.MeasureConfig`.
-
-Nothing heavy is imported here: runtimes, torch and adb-shell load with the device that
-needs them.
+A profile is YAML with a ``device:`` spec plus options for that kind of device (e.g.
+``device: cpu``, ``runtime: litert``, ``threads: 1``, ``measure: {min_runs: 20}``); unknown
+keys are refused with a did-you-mean; ``measure:`` sets the device's default MeasureConfig.
+Nothing heavy is imported here: runtimes, torch and adb-shell load with their device.
 """
 
 from __future__ import annotations
@@ -527,7 +519,9 @@ def list_devices(*, adb: bool = True, cuda: bool = True) -> list[dict[str, Any]]
     from nagkit.devices.cpu import runtime_versions
 
     rows: list[dict[str, Any]] = []
-    for name, rv in runtime_versions().items():
+    runtimes = runtime_versions()
+    gpus: list[dict[str, Any]] | None = None
+    for name, rv in runtimes.items():
         row = {"spec": "cpu" if name == "litert" else f"cpu:runtime={name}", "kind": "cpu", "runtime": name,
                "available": rv["available"], "package": rv["package"], "version": rv["version"]}
         if not rv["available"]:
@@ -552,6 +546,10 @@ def list_devices(*, adb: bool = True, cuda: bool = True) -> list[dict[str, Any]]
             ds = load_profile(path)  # type: ignore[arg-type]
             row.update({"device": str(ds) if ds.kind in ("cpu", "cuda") else f"{ds.kind}:{ds.target}",
                         "available": True})
+            if ds.kind == "cpu" and not runtimes[ds.get("runtime")]["available"]:
+                row.update({"available": False, "note": f"runtime {ds.get('runtime')} is not installed"})
+            if ds.kind == "cuda" and gpus is not None and int(ds.get("index", 0)) >= len(gpus):
+                row.update({"available": False, "note": f"no GPU cuda:{ds.get('index', 0)} here"})
             if ds.description:
                 row["description"] = ds.description
         except NagkitError as e:

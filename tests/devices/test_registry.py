@@ -273,7 +273,7 @@ def test_plugin_cannot_shadow_builtin(plugin_dist, caplog):
 
     ds = parse_device_spec("cpu")
     assert ds.kind == "cpu" and ds.get("runtime") == "litert"
-    dev = get_device("cpu")  # the worker starts lazily, so this is cheap
+    dev = get_device("cpu:onnxruntime")  # the worker starts lazily, so this is cheap
     assert isinstance(dev, CpuDevice)
     dev.close()
     with caplog.at_level(logging.WARNING, logger="nagkit.devices.registry"):
@@ -357,3 +357,20 @@ def test_adb_profile_goes_to_the_adb_device_with_its_keys(tmp_path):
     typo = _write(tmp_path, "typo.yaml", "device: adb:SERIAL1\ntaskst: f0\n")
     with pytest.raises(BadInputError, match="did you mean 'taskset'"):
         parse_device_spec(str(typo))
+
+
+def test_profiles_of_missing_runtimes_are_listed_as_unreachable(monkeypatch):
+    from nagkit.devices import cpu
+
+    real = cpu.runtime_versions
+
+    def without_litert():  # test double: this machine as if LiteRT were not installed (the GPU machine)
+        rows = real()
+        rows["litert"] = {"available": False, "package": "ai-edge-litert", "version": None}
+        return rows
+
+    monkeypatch.setattr(cpu, "runtime_versions", without_litert)
+    rows = {r["spec"]: r for r in list_devices(adb=False, cuda=False)}
+    assert not rows["cpu"]["available"] and rows["cpu"]["install"] == "pip install ai-edge-litert"
+    assert not rows["cpu-litert-1t"]["available"] and "litert is not installed" in rows["cpu-litert-1t"]["note"]
+    assert rows["cpu-onnxruntime-1t"]["available"]
