@@ -97,12 +97,15 @@ def make_manifest(
     labels: list[str] | None = None,
     seed: int | None = None,
     notes: list[str] | None = None,
+    build: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The manifest fields of a bundle for ``arch`` in ``space`` (files are added by write_bundle).
 
     ``export``: an :class:`~nagkit.export.exporter.ExportResult` (input spec, parity, versions).
     ``weights_sha256=None`` means random-init weights. ``predicted``: ``{"ms": ..., "source": ...}``.
     ``measured``: a ``LatencyStats`` (or its dict). ``device``: a spec string or a dict with "spec".
+    ``build``: free-form provenance of the command that made the bundle (workspace, candidates
+    tried, time per phase...).
     """
     if input_shape is None:
         input_shape = list(export.input_shape) if export is not None else [1, space.in_channels, arch.r, arch.r]
@@ -143,6 +146,8 @@ def make_manifest(
         m["seed"] = int(seed)
     if notes:
         m["notes"] = list(notes)
+    if build is not None:
+        m["build"] = dict(build)
     return m
 
 

@@ -62,7 +62,8 @@ def test_write_and_read_bundle_folder_and_zip(exported, tmp_path):
     stats = LatencyStats.from_samples([2.0, 2.1, 2.2, 2.05, 1.95])
     fields = _manifest(exported, weights_sha256="ab" * 32, weights_source="sn.pth", budget_ms=3.0, device="cpu",
                        predicted={"ms": 2.3, "source": "latency table cpu-litert-1t"}, measured=stats,
-                       accuracy=0.71, accuracy_source="supernet eval (synthetic)", seed=3)
+                       accuracy=0.71, accuracy_source="supernet eval (synthetic)", seed=3,
+                       build={"workspace": "ws", "candidates_tried": 2})
     out = tmp_path / "b"
     b = write_bundle(out, res.paths, fields)
     assert b.root == out and b.zip_path == tmp_path / "b.zip"
@@ -79,6 +80,7 @@ def test_write_and_read_bundle_folder_and_zip(exported, tmp_path):
     assert m["output"]["n_classes"] == 10 and m["output"]["labels"][3] == "class3"
     assert m["files"]["model.onnx"]["parity"]["passed"] is True
     assert {"nagkit", "torch", "litert", "onnxruntime"} <= set(m["versions"])
+    assert m["build"] == {"workspace": "ws", "candidates_tried": 2} and m["seed"] == 3
     readme = (out / "README.md").read_text()
     assert "onnxruntime" in readme and "InferenceSession" in readme and "(1, 3, 32, 32)" in readme
 
