@@ -4,7 +4,7 @@
 (for USB) libusb are imported only when a connection is made.
 """
 
-from nagkit.devices.adb.device import DEFAULTS, AdbDevice, create_adb_device, validate_profile
+from nagkit.devices.adb.device import DEFAULTS, PROFILE_KEYS, AdbDevice, create_adb_device, validate_profile
 from nagkit.devices.adb.transport import (
     AdbCommandError,
     AdbTransport,
@@ -20,6 +20,7 @@ __all__ = [
     "AdbCommandError",
     "ShellResult",
     "DEFAULTS",
+    "PROFILE_KEYS",
     "create_adb_device",
     "load_or_create_key",
     "parse_target",

@@ -60,10 +60,43 @@ _CPU_FACTS = ("cd /sys/devices/system/cpu 2>/dev/null && for c in cpu[0-9]*; do 
 _ZONE_TEMPS = "cat /sys/class/thermal/thermal_zone*/temp 2>/dev/null"
 
 
+#: What the registry may pass: the keys above plus ``runtime`` (informational) and ``measure``
+#: (a MeasureConfig or a dict of its fields: the default when ``measure()`` gets no cfg).
+PROFILE_KEYS = (*sorted(DEFAULTS), "runtime", "measure")
+
+
+def _coerce(key: str, val: Any) -> Any:
+    """Values from a spec string arrive as text; convert them to the default's type."""
+    default = DEFAULTS[key]
+    if not isinstance(val, str):
+        return val
+    v = val.strip()
+    try:
+        if isinstance(default, bool):
+            if v.lower() in ("1", "true", "yes", "on"):
+                return True
+            if v.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(v)
+        if isinstance(default, int):
+            return int(v, 10)
+        if isinstance(default, float):
+            return float(v)
+    except ValueError:
+        raise BadInputError(f"ADB profile key {key!r}: {val!r} is not a {type(default).__name__}") from None
+    if isinstance(default, list):
+        return v.split()
+    return v
+
+
 def validate_profile(profile: dict[str, Any] | None) -> dict[str, Any]:
     """The profile merged over :data:`DEFAULTS`; unknown keys and bad values raise."""
     out = dict(DEFAULTS)
+    out["measure"] = None
     for key, val in (profile or {}).items():
+        if key == "measure":
+            out["measure"] = _measure_config(val)
+            continue
         if key in META_KEYS:
             continue
         if key not in DEFAULTS:
@@ -71,7 +104,7 @@ def validate_profile(profile: dict[str, Any] | None) -> dict[str, Any]:
             raise BadInputError(f"unknown ADB profile key {key!r}" + (f"; did you mean {close[0]!r}?" if close else "")
                                 + f" Valid keys: {', '.join(sorted(DEFAULTS))}",
                                 hint="see device_profiles/README.md")
-        out[key] = val
+        out[key] = _coerce(key, val)
     mask = out["taskset"]
     if mask is not None:
         mask = str(mask).lower().removeprefix("0x")
@@ -92,6 +125,17 @@ def validate_profile(profile: dict[str, Any] | None) -> dict[str, Any]:
     if out["benchmark_binary"] is not None:
         out["benchmark_binary"] = str(Path(os.path.expanduser(str(out["benchmark_binary"]))))
     return out
+
+
+def _measure_config(val: Any) -> MeasureConfig | None:
+    if val is None or isinstance(val, MeasureConfig):
+        return val
+    if not isinstance(val, dict):
+        raise BadInputError(f"ADB profile 'measure' must be a mapping of MeasureConfig fields, got {val!r}")
+    try:
+        return MeasureConfig(**val)
+    except TypeError as e:
+        raise BadInputError(f"ADB profile 'measure': {e}; fields: {', '.join(MeasureConfig().to_dict())}") from None
 
 
 def _sha256(path: Path) -> str:
@@ -232,6 +276,7 @@ class AdbDevice:
     # ------------------------------------------------------------------ measuring
     def benchmark_command(self, remote_model: str, cfg: MeasureConfig | None = None) -> str:
         p = self.profile
+        cfg = cfg or p["measure"]
         if cfg is None:
             runs, warm, secs, warm_secs, max_secs = (p["num_runs"], p["warmup_runs"], p["min_secs"],
                                                      p["warmup_min_secs"], p["max_secs"])
@@ -292,6 +337,7 @@ class AdbDevice:
             log.warning("device %s got hot (status %d) while measuring %s; re-measuring after cool-down",
                         self.target, status, Path(model).name)
         self.last_result = result
+        cfg = cfg or self.profile["measure"]
         target_iqr = cfg.target_rel_iqr if cfg is not None else MeasureConfig().target_rel_iqr
         stats = to_latency_stats(result, target_rel_iqr=target_iqr)
         if stats.noisy:

@@ -114,6 +114,21 @@ def _transient_errors() -> tuple[type[BaseException], ...]:
     return tuple(errs)
 
 
+def _tcp_transport(host: str, port: int):
+    """adb-shell's TCP transport, except that a closed peer raises at once: the stock one
+    returns b'' from recv and spins until the (long) read timeout."""
+    from adb_shell.transport.tcp_transport import TcpTransport
+
+    class _EofAwareTcpTransport(TcpTransport):
+        def bulk_read(self, numbytes, transport_timeout_s):
+            data = super().bulk_read(numbytes, transport_timeout_s)
+            if not data:
+                raise ConnectionResetError(f"ADB device {host}:{port} closed the connection")
+            return data
+
+    return _EofAwareTcpTransport(host, port)
+
+
 def _command_errors() -> tuple[type[BaseException], ...]:
     from adb_shell import exceptions as ex
 
@@ -137,9 +152,9 @@ class AdbTransport:
     # ------------------------------------------------------------------ connection
     def _make_device(self):
         if self.kind == "tcp":
-            from adb_shell.adb_device import AdbDeviceTcp
+            from adb_shell.adb_device import AdbDevice
 
-            return AdbDeviceTcp(self.address, self.port, default_transport_timeout_s=self.timeout_s)
+            return AdbDevice(_tcp_transport(self.address, self.port), default_transport_timeout_s=self.timeout_s)
         try:
             from adb_shell.adb_device import AdbDeviceUsb  # needs libusb1 (usb1) and libusb
         except ImportError as e:
