@@ -105,12 +105,20 @@ def test_error_output_raises_not_zero(loopback, adb_profile, tiny_tflite):
 def test_missing_binary_and_bad_model(loopback, adb_profile, tmp_path):
     onnx = tmp_path / "m.onnx"
     onnx.write_bytes(b"x")
-    with AdbDevice(loopback.serial, {**adb_profile, "benchmark_binary": None}) as dev:
+    nowhere = {**adb_profile, "benchmark_binary": None, "benchmark_remote": "/data/local/tmp/elsewhere/benchmark_model"}
+    with AdbDevice(loopback.serial, nowhere) as dev:
         with pytest.raises(BadInputError, match="no benchmark_model on the device"):
             dev.measure(onnx, (1, 3, 16, 16))
     with AdbDevice(loopback.serial, adb_profile) as dev:
         with pytest.raises(BadInputError, match="TFLite"):
             dev.measure(onnx, (1, 3, 16, 16))
+
+
+def test_preinstalled_stand_in_needs_no_binary(loopback, adb_profile, tiny_tflite):
+    """`--device adb:127.0.0.1:PORT` with no profile: the loopback pre-places its runner."""
+    with AdbDevice(loopback.serial, {**adb_profile, "benchmark_binary": None}) as dev:
+        assert dev.measure(tiny_tflite, (1, 3, 16, 16)).median_ms > 0
+    assert not any("benchmark_model.sha256" in s for s in loopback.opened_services)
 
 
 def test_profile_validation():

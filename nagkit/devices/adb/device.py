@@ -122,6 +122,8 @@ def validate_profile(profile: dict[str, Any] | None) -> dict[str, Any]:
             raise BadInputError(f"ADB profile {key!r} must be an absolute device path, got {out[key]!r}")
     if not isinstance(out["extra_args"], (list, tuple)):
         raise BadInputError(f"ADB profile 'extra_args' must be a list of flags, got {out['extra_args']!r}")
+    if out["adb_key"] is not None:
+        out["adb_key"] = os.path.expanduser(str(out["adb_key"]))
     if out["benchmark_binary"] is not None:
         out["benchmark_binary"] = str(Path(os.path.expanduser(str(out["benchmark_binary"]))))
     return out

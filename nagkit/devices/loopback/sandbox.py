@@ -31,6 +31,7 @@ from nagkit.errors import DeviceError
 DEVICE_ROOTS = ("data", "sdcard", "storage")
 _ROOT_RE = re.compile(r"(?<![\w.~/-])/(" + "|".join(DEVICE_ROOTS) + r")(?=[/\s'\";|&)]|$)")
 STATE = ".nagkit-loopback"
+RUNNER_PATH = "/data/local/tmp/nagkit/benchmark_model"  # where AdbDevice looks by default
 
 _GETPROP = """#!/bin/sh
 # nagkit loopback stand-in for Android's getprop: a MOCK for tests, not the phone's tool.
@@ -120,7 +121,9 @@ class Sandbox:
                                "(letters, digits, . _ - + /), because device paths are rewritten into commands")
         self.state = self.root / STATE
 
-    def prepare(self) -> Sandbox:
+    def prepare(self, install_runner: bool = True) -> Sandbox:
+        """Create the folders and stand-ins; with ``install_runner`` the benchmark_model
+        stand-in is pre-placed at :data:`RUNNER_PATH` (so a profile needs no binary)."""
         for d in ("data/local/tmp", "sdcard", f"{STATE}/bin"):
             (self.root / d).mkdir(parents=True, exist_ok=True)
         tools = {"getprop": _GETPROP, "taskset": _TASKSET.format(python=sys.executable), "dumpsys": _DUMPSYS}
@@ -145,6 +148,10 @@ class Sandbox:
                             + "".join(f"{k}={v}\n" for k, v in props.items()))
         if not (self.state / "thermal_status").exists():
             self.set_thermal_status(0)
+        if install_runner:
+            runner = self.root / RUNNER_PATH.lstrip("/")
+            if not runner.exists():
+                write_benchmark_runner(runner)
         return self
 
     def set_thermal_status(self, status: int) -> None:
