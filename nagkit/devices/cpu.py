@@ -266,6 +266,9 @@ class CpuDevice:
             pkg = self._versions["package"]
             raise DeviceError(f"CPU runtime {self.runtime!r} is not installed (Python package {pkg})",
                               hint=f"pip install {pkg}, or pick another: cpu:runtime=litert|onnxruntime|torch")
+        if self.cores and not hasattr(os, "sched_setaffinity"):
+            raise BadInputError(f"core pinning ({self.spec!r}) is not supported on {platform.system()}",
+                                hint="drop the cores= option")
         if self.cores:
             allowed = sorted(os.sched_getaffinity(0))
             bad = [c for c in self.cores if c not in allowed]

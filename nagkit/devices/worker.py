@@ -222,7 +222,8 @@ def _serve(runner, args, out) -> None:
             return
         if op == "hello":
             info = {"name": runner.name, "version": _version(runner.package), "threads": args.threads,
-                    "cores": sorted(os.sched_getaffinity(0)), "delegate": runner.delegate, "pid": os.getpid()}
+                    "cores": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+                    "delegate": runner.delegate, "pid": os.getpid()}
             if runner.name == "torch":  # what torch itself reports, not just what was asked
                 info["runtime_threads"] = runner._torch.get_num_threads()
             reply({"ok": True, "runtime": info})
