@@ -88,7 +88,10 @@ class DeviceSpec:
             return self
         opts = self.opts
         opts.update(_normalize_options(self.kind, given, where=f"options for {self.source or self.kind!r}"))
-        return replace(self, options=_freeze(opts))
+        new = replace(self, options=_freeze(opts))
+        if self.profile and new.options != self.options:  # no longer just the profile: say what it is
+            new = replace(new, source=str(replace(new, source="")))
+        return new
 
     def __str__(self) -> str:
         """A canonical spec string that parses back to the same options (profiles excepted)."""

@@ -118,6 +118,15 @@ def test_overrides_win_and_none_is_ignored():
 # --------------------------------------------------------------------------- profiles
 
 
+def test_overriding_a_profile_changes_its_spec_string():
+    ds = parse_device_spec("cpu-litert-1t")
+    assert ds.with_options(threads=None).source == "cpu-litert-1t"
+    changed = ds.with_options(threads=2)
+    assert changed.source == "cpu:runtime=litert,threads=2" and changed.profile == ds.profile
+    assert get_device("cpu-litert-1t", threads=2).spec == "cpu:runtime=litert,threads=2"
+    assert get_device("cpu-litert-1t").spec == "cpu-litert-1t"
+
+
 def test_shipped_profiles_load():
     ds = parse_device_spec("cpu-litert-1t")
     assert (ds.kind, ds.get("runtime"), ds.get("threads")) == ("cpu", "litert", 1)
