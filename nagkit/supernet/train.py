@@ -1,0 +1,461 @@
+"""Progressive shrinking (OFA) for an elastic MobileNetV3 supernet, resumable and data parallel.
+
+Phases (OFA's order): ``full`` (the largest network, elastic resolution) -> ``kernel`` (elastic
+kernel) -> ``depth1``, ``depth2``... (depth choices widened one at a time) -> ``expand1``,
+``expand2``... (expand ratios widened one at a time; the middle channels are sorted by
+importance with :meth:`OFAMobileNetV3.sort_channels` at the start of each expand phase).
+From ``kernel`` on, a frozen copy of the trained full network is the teacher: loss =
+label-smoothed CE + ``kd_ratio`` x soft CE against the teacher's distribution (OFA's
+``kd_type='ce'``). Each step samples ``subnets`` archs and accumulates their gradients (OFA's
+``dynamic_batch_size``). Each phase gets a fresh SGD (Nesterov) optimizer with cosine decay.
+
+Determinism: the subnet, resolution, augmentation and dropout of step ``s`` of epoch ``e`` of
+phase ``p`` come from generators seeded by ``(seed, p, e, s)`` (dropout also by the rank), so
+all ranks train the same subnet and a resumed run is bitwise identical to an uninterrupted
+one (on CPU). The training state (model, teacher, optimizer, scheduler, RNG states, phase,
+epoch, step, log) is written atomically to ``train_state.pt`` after every epoch, every
+``ckpt_every_steps`` steps and when a step/time limit stops the run. The final checkpoint
+``supernet.pt`` holds only tensors and JSON-able metadata (``torch.load(weights_only=True)``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import math
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from nagkit.errors import ArtifactError, BadInputError, CheckpointError
+from nagkit.io import atomic_torch_save, atomic_write_text
+from nagkit.space import Arch, SearchSpace
+from nagkit.space.sampling import sample
+from nagkit.supernet.ddp import DistEnv, all_sum, average_gradients, barrier
+from nagkit.supernet.network import OFAMobileNetV3
+
+log = logging.getLogger(__name__)
+
+STATE_NAME = "train_state.pt"
+FINAL_NAME = "supernet.pt"
+LOG_NAME = "train_log.jsonl"
+FORMAT = "nagkit-supernet/1"
+
+
+@dataclass(frozen=True)
+class PhaseConfig:
+    name: str
+    epochs: int
+    lr: float
+    subnets: int = 1
+
+
+def default_phases(space: SearchSpace, epochs: dict[str, int] | None = None) -> tuple[PhaseConfig, ...]:
+    """OFA's schedule, shortened for small data: full, kernel, depth1.., expand1.."""
+    e = {"full": 12, "kernel": 6, "depth": 4, "expand": 4, **(epochs or {})}
+    out = [PhaseConfig("full", e["full"], 0.1, 1)]
+    if len(space.ks_list) > 1:
+        out.append(PhaseConfig("kernel", e["kernel"], 0.03, 1))
+    for i in range(1, len(space.depth_list)):
+        out.append(PhaseConfig(f"depth{i}", e.get(f"depth{i}", e["depth"]), 0.01, 2))
+    for i in range(1, len(space.expand_list)):
+        out.append(PhaseConfig(f"expand{i}", e.get(f"expand{i}", e["expand"]), 0.01, 2))
+    return tuple(out)
+
+
+def parse_epochs(text: str | None) -> dict[str, int]:
+    """``"full=12,kernel=6,depth=4,expand=4"`` (``depth``/``expand`` set every stage;
+    ``depth1=...`` one stage). Raises BadInputError naming the bad item."""
+    if not text:
+        return {}
+    out: dict[str, int] = {}
+    for item in text.split(","):
+        k, sep, v = item.strip().partition("=")
+        base = k.rstrip("0123456789")
+        if not sep or base not in ("full", "kernel", "depth", "expand") or not v.strip().isdigit():
+            raise BadInputError(f"bad --epochs item {item!r}; write NAME=N with NAME in full, kernel, depth, expand "
+                                "(or depth1, expand2, ...)", hint="e.g. --epochs full=12,kernel=6,depth=4,expand=4")
+        out[k] = int(v)
+    return out
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    phases: tuple[PhaseConfig, ...]
+    batch_size: int = 256            # per process
+    momentum: float = 0.9
+    weight_decay: float = 3e-5
+    label_smoothing: float = 0.1
+    kd_ratio: float = 1.0
+    warmup_epochs: float = 1.0       # full phase only
+    seed: int = 0
+    augment: bool = True
+    calib_images: int = 2000         # BN recalibration for the end-of-phase evaluation
+    eval_every_epoch: bool = True
+    ckpt_every_steps: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["phases"] = [asdict(p) for p in self.phases]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        d = dict(d)
+        d["phases"] = tuple(PhaseConfig(**p) for p in d["phases"])
+        return cls(**d)
+
+
+def phase_space(space: SearchSpace, name: str) -> tuple[SearchSpace, int | None]:
+    """The sub-space sampled in phase ``name`` and the ``sort_channels`` stage run at its start."""
+    ks, es, ds = space.ks_list, space.expand_list, space.depth_list
+    if name == "full":
+        return space.replace(ks_list=(max(ks),), expand_list=(max(es),), depth_list=(max(ds),)), None
+    if name == "kernel":
+        return space.replace(expand_list=(max(es),), depth_list=(max(ds),)), None
+    if name.startswith("depth"):
+        i = int(name[5:])
+        return space.replace(expand_list=(max(es),), depth_list=tuple(sorted(ds)[-(i + 1):])), None
+    if name.startswith("expand"):
+        i = int(name[6:])
+        return space.replace(expand_list=tuple(sorted(es)[-(i + 1):])), i - 1
+    raise BadInputError(f"unknown phase {name!r}; valid: full, kernel, depthN, expandN")
+
+
+def _seed_of(*parts: int) -> int:
+    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1, np.uint64)[0] >> 1)
+
+
+@dataclass
+class TrainData:
+    """uint8 images ``[N, 1, 28, 28]`` and int64 labels, as tensors on the training device."""
+
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    val_x: torch.Tensor
+    val_y: torch.Tensor
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_numpy(cls, train_x, train_y, val_x, val_y, device: str, provenance=None) -> TrainData:
+        def t(a, img):
+            a = torch.as_tensor(np.ascontiguousarray(a))
+            return (a.unsqueeze(1) if img and a.ndim == 3 else a).to(device)
+
+        return cls(t(train_x, True), t(train_y, False), t(val_x, True), t(val_y, False), dict(provenance or {}))
+
+
+@dataclass
+class TrainState:
+    phase: int = 0
+    epoch: int = 0        # within the phase
+    step: int = 0         # within the epoch
+    global_step: int = 0
+    log: list[dict[str, Any]] = field(default_factory=list)
+    phase_images: float = 0.0
+    phase_seconds: float = 0.0
+
+
+class Trainer:
+    def __init__(self, space: SearchSpace, cfg: TrainConfig, data: TrainData, out_dir: str | Path,
+                 env: DistEnv | None = None, progress: Callable[[str], None] | None = None):
+        self.space, self.cfg, self.data = space, cfg, data
+        self.out = Path(out_dir)
+        self.env = env or DistEnv(device=str(data.train_x.device))
+        self.device = torch.device(self.env.device)
+        self.cuda = self.device.type == "cuda"
+        self.progress = progress or (lambda m: None)
+        if cfg.batch_size * self.env.world_size > len(data.train_x):
+            raise BadInputError(f"batch size {cfg.batch_size} x {self.env.world_size} processes exceeds the "
+                                f"{len(data.train_x)} training images", hint="lower --batch-size")
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(cfg.seed)
+            self.net = OFAMobileNetV3(space).to(self.device)
+        if self.cuda:
+            self.net = self.net.to(memory_format=torch.channels_last)
+        self.teacher: OFAMobileNetV3 | None = None
+        self.state = TrainState()
+        self.opt: torch.optim.Optimizer | None = None
+        self.sched: torch.optim.lr_scheduler.LambdaLR | None = None
+        g = torch.Generator().manual_seed(_seed_of(cfg.seed, 7919))
+        n_cal = min(cfg.calib_images, len(data.train_x))
+        self.calib_idx = torch.randperm(len(data.train_x), generator=g)[:n_cal].to(self.device)
+
+    # -- optimizer per phase -------------------------------------------------------------------
+    def steps_per_epoch(self) -> int:
+        return (len(self.data.train_x) // self.env.world_size) // self.cfg.batch_size
+
+    def _make_optimizer(self, phase: PhaseConfig) -> None:
+        decay, no_decay = [], []
+        for n, p in self.net.named_parameters():
+            (no_decay if p.ndim <= 1 or n.endswith("_matrix") else decay).append(p)
+        groups = [{"params": decay, "weight_decay": self.cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+        self.opt = torch.optim.SGD(groups, lr=phase.lr, momentum=self.cfg.momentum, nesterov=True)
+        total = max(phase.epochs * self.steps_per_epoch(), 1)
+        warm = int(self.cfg.warmup_epochs * self.steps_per_epoch()) if phase.name == "full" else 0
+
+        def factor(s: int) -> float:
+            if s < warm:
+                return (s + 1) / warm
+            return 0.5 * (1 + math.cos(math.pi * min(s - warm, total - warm) / max(total - warm, 1)))
+
+        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, factor)
+
+    # -- checkpoints -----------------------------------------------------------------------------
+    def save_state(self) -> None:
+        if not self.env.is_main:
+            return
+        st = self.state
+        obj = {
+            "format": FORMAT + "-train-state",
+            "space": self.space.to_dict(),
+            "config": json.dumps(self.cfg.to_dict()),
+            "model": _cpu_sd(self.net),
+            "teacher": _cpu_sd(self.teacher) if self.teacher is not None else {},
+            "optimizer": self.opt.state_dict() if self.opt is not None else {},
+            "scheduler": json.dumps(self.sched.state_dict()) if self.sched is not None else "",
+            "rng_cpu": torch.get_rng_state(),
+            "rng_cuda": torch.cuda.get_rng_state() if self.cuda else torch.zeros(0, dtype=torch.uint8),
+            "progress": json.dumps({"phase": st.phase, "epoch": st.epoch, "step": st.step,
+                                    "global_step": st.global_step, "phase_images": st.phase_images,
+                                    "phase_seconds": st.phase_seconds}),
+            "log": json.dumps(st.log),
+        }
+        atomic_torch_save(self.out / STATE_NAME, obj)
+
+    def load_state(self) -> None:
+        p = self.out / STATE_NAME
+        from nagkit.supernet.checkpoint import read_checkpoint
+
+        obj = read_checkpoint(p)
+        if obj.get("format") != FORMAT + "-train-state":
+            raise CheckpointError(f"{str(p)!r} is not a nagkit training state (format {obj.get('format')!r})")
+        if SearchSpace.from_dict(obj["space"]) != self.space:
+            raise CheckpointError(f"{str(p)!r} was written for space {obj['space'].get('name')!r}, not "
+                                  f"{self.space.name!r}", hint="train in a fresh folder, or drop --resume")
+        saved = json.loads(obj["config"])
+        mine = self.cfg.to_dict()
+        diff = sorted(k for k in mine if saved.get(k) != mine[k])
+        if diff:
+            raise BadInputError(f"cannot resume {str(p)!r}: the training settings changed ({', '.join(diff)}); "
+                                f"saved: {', '.join(f'{k}={saved.get(k)!r}' for k in diff)}",
+                                hint="resume with the same settings, or train in a fresh folder without --resume")
+        prog = json.loads(obj["progress"])
+        self.state = TrainState(prog["phase"], prog["epoch"], prog["step"], prog["global_step"],
+                                json.loads(obj["log"]), prog["phase_images"], prog["phase_seconds"])
+        self.net.load_state_dict(obj["model"])
+        if obj["teacher"]:
+            self.teacher = self._frozen_copy()
+            self.teacher.load_state_dict(obj["teacher"])
+        if self.state.phase < len(self.cfg.phases):
+            self._make_optimizer(self.cfg.phases[self.state.phase])
+            if obj["optimizer"]:
+                self.opt.load_state_dict(obj["optimizer"])
+            if obj["scheduler"]:
+                self.sched.load_state_dict(json.loads(obj["scheduler"]))
+        torch.set_rng_state(obj["rng_cpu"])
+        if self.cuda and obj["rng_cuda"].numel():
+            torch.cuda.set_rng_state(obj["rng_cuda"])
+
+    def _frozen_copy(self) -> OFAMobileNetV3:
+        t = copy.deepcopy(self.net).set_max().eval()
+        for p in t.parameters():
+            p.requires_grad_(False)
+        return t
+
+    # -- one step --------------------------------------------------------------------------------
+    def _batch(self, idx: torch.Tensor, gen: torch.Generator, r: int) -> tuple[torch.Tensor, torch.Tensor]:
+        from nagkit.data.fmnist import augment, preprocess
+
+        x = self.data.train_x.index_select(0, idx)
+        if self.cfg.augment:
+            x = augment(x, gen)
+        x = preprocess(x, r, self.space.mean, self.space.std)
+        if self.cuda:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return x, self.data.train_y.index_select(0, idx)
+
+    def train_step(self, phase_i: int, idx: torch.Tensor) -> float:
+        st, cfg = self.state, self.cfg
+        phase = cfg.phases[phase_i]
+        sub_space, _ = phase_space(self.space, phase.name)
+        rng = np.random.default_rng([cfg.seed, phase_i, st.epoch, st.step])
+        r = int(rng.choice(self.space.resolutions))
+        archs = [Arch(r, sample(sub_space, rng).stages) for _ in range(phase.subnets)]
+        seed = _seed_of(cfg.seed, phase_i, st.epoch, st.step)
+        gen = torch.Generator(device=self.device).manual_seed(seed)
+        torch.manual_seed(_seed_of(seed, self.env.rank))
+        x, y = self._batch(idx, gen, r)
+        amp = dict(device_type=self.device.type, dtype=torch.bfloat16, enabled=self.cuda)
+        soft = None
+        if self.teacher is not None and phase.name != "full" and cfg.kd_ratio > 0:
+            with torch.no_grad(), torch.autocast(**amp):
+                soft = F.softmax(self.teacher(x).float(), dim=1)
+        self.net.train()
+        self.opt.zero_grad(set_to_none=True)
+        total = 0.0
+        for a in archs:
+            self.net.set_active(a)
+            with torch.autocast(**amp):
+                out = self.net(x)
+            out = out.float()
+            loss = F.cross_entropy(out, y, label_smoothing=cfg.label_smoothing)
+            if soft is not None:
+                loss = loss + cfg.kd_ratio * torch.mean(torch.sum(-soft * F.log_softmax(out, dim=1), dim=1))
+            loss.backward()
+            total += float(loss.detach())
+        average_gradients([p for p in self.net.parameters()], self.env)
+        self.opt.step()
+        self.sched.step()
+        return total / len(archs)
+
+    # -- evaluation ------------------------------------------------------------------------------
+    def evaluate(self, archs: dict[str, Any]) -> dict[str, float]:
+        from nagkit.supernet.evaluate import subnet_accuracy
+
+        cal = self.data.train_x.index_select(0, self.calib_idx)
+        out = {name: round(subnet_accuracy(self.net, a, cal, self.data.val_x, self.data.val_y, amp=self.cuda,
+                                           channels_last=self.cuda), 5) for name, a in archs.items()}
+        self.net.set_max()
+        return out
+
+    def _eval_archs(self, phase_name: str) -> dict[str, Any]:
+        sub, _ = phase_space(self.space, phase_name)
+        r = max(self.space.resolutions)
+        return {"largest": self.space.largest(r), "smallest": sub.smallest(min(self.space.resolutions))}
+
+    # -- the loop --------------------------------------------------------------------------------
+    def run(self, *, resume: bool = False, max_steps: int | None = None, max_seconds: float | None = None) -> str:
+        """Train to the end (returns ``"done"``) or until ``max_steps`` (global) / ``max_seconds``
+        (returns ``"stopped"``, state saved for ``resume=True``)."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        if resume and (self.out / STATE_NAME).is_file():
+            self.load_state()
+            self.progress(f"resumed at phase {self.state.phase} epoch {self.state.epoch} step {self.state.step}")
+        elif resume:
+            self.progress(f"nothing to resume in {self.out} (no {STATE_NAME}); starting fresh")
+        t_start = time.monotonic()
+        from torch.utils.data.distributed import DistributedSampler
+
+        spe = self.steps_per_epoch()
+        cfg, st, bs = self.cfg, self.state, self.cfg.batch_size
+        while st.phase < len(cfg.phases):
+            phase = cfg.phases[st.phase]
+            fresh_phase = st.epoch == 0 and st.step == 0
+            if fresh_phase:
+                if phase.name != "full" and self.teacher is None and cfg.kd_ratio > 0:
+                    self.teacher = self._frozen_copy()
+                _, sort_stage = phase_space(self.space, phase.name)
+                if sort_stage is not None:
+                    self.net.sort_channels(sort_stage)
+                self._make_optimizer(phase)
+                st.phase_images, st.phase_seconds = 0.0, 0.0
+            elif self.opt is None:
+                self._make_optimizer(phase)
+            while st.epoch < phase.epochs:
+                sampler = DistributedSampler(range(len(self.data.train_x)), num_replicas=self.env.world_size,
+                                             rank=self.env.rank, shuffle=True, seed=cfg.seed, drop_last=True)
+                sampler.set_epoch(_seed_of(st.phase, st.epoch) % (1 << 31))
+                order = torch.tensor(list(sampler), dtype=torch.long)[: spe * bs].view(spe, bs).to(self.device)
+                losses: list[float] = []
+                t0 = time.perf_counter()
+                n0 = st.step
+                while st.step < spe:
+                    losses.append(self.train_step(st.phase, order[st.step]))
+                    st.step += 1
+                    st.global_step += 1
+                    stop = (max_steps is not None and st.global_step >= max_steps) or (
+                        max_seconds is not None and time.monotonic() - t_start >= max_seconds)
+                    ckpt = cfg.ckpt_every_steps and st.global_step % cfg.ckpt_every_steps == 0
+                    if stop or ckpt or st.step == spe:
+                        if self.cuda:
+                            torch.cuda.synchronize()
+                        dt = time.perf_counter() - t0
+                        st.phase_images += (st.step - n0) * bs * self.env.world_size
+                        st.phase_seconds += dt
+                        t0, n0 = time.perf_counter(), st.step
+                    if stop and st.step < spe:
+                        self.save_state()
+                        barrier(self.env)
+                        return "stopped"
+                    if ckpt and st.step < spe:
+                        self.save_state()
+                loss = all_sum([sum(losses), len(losses)], self.env)
+                row: dict[str, Any] = {"phase": phase.name, "epoch": st.epoch + 1, "of": phase.epochs,
+                                       "global_step": st.global_step,
+                                       "loss": round(loss[0] / max(loss[1], 1), 5),
+                                       "lr": round(self.opt.param_groups[0]["lr"], 6),
+                                       "images_per_s": round(st.phase_images / max(st.phase_seconds, 1e-9), 1)}
+                st.epoch += 1
+                st.step = 0
+                last = st.epoch == phase.epochs
+                if self.env.is_main and (cfg.eval_every_epoch or last):
+                    row["val"] = self.evaluate(self._eval_archs(phase.name))
+                st.log.append(row)
+                self.progress(json.dumps(row))
+                if last:
+                    st.log.append({"phase": phase.name, "done": True, "epochs": phase.epochs,
+                                   "images": int(st.phase_images), "seconds": round(st.phase_seconds, 3),
+                                   "images_per_s": round(st.phase_images / max(st.phase_seconds, 1e-9), 1),
+                                   "world_size": self.env.world_size, "batch_per_process": bs,
+                                   "subnets_per_step": phase.subnets})
+                    st.phase += 1
+                    st.epoch = 0
+                    self.opt, self.sched = None, None
+                self.save_state()
+                barrier(self.env)
+                stop = (max_steps is not None and st.global_step >= max_steps) or (
+                    max_seconds is not None and time.monotonic() - t_start >= max_seconds)
+                if stop and st.phase < len(cfg.phases):
+                    return "stopped"
+                if last:
+                    break
+        if self.env.is_main:
+            self.write_final()
+        barrier(self.env)
+        return "done"
+
+    # -- final artifact --------------------------------------------------------------------------
+    def write_final(self) -> Path:
+        metrics = [r for r in self.state.log if r.get("done")]
+        final_val = next((r.get("val") for r in reversed(self.state.log) if "val" in r), None)
+        meta = {
+            "format": FORMAT,
+            "space": self.space.to_dict(),
+            "state_dict": {k: v.float() if v.is_floating_point() else v for k, v in _cpu_sd(self.net).items()},
+            "train": json.dumps({"config": self.cfg.to_dict(), "phases": metrics, "final_val": final_val,
+                                 "data": self.data.provenance, "world_size": self.env.world_size,
+                                 "device": _device_name(self.device), "torch": torch.__version__,
+                                 "python": platform.python_version()}),
+        }
+        path = atomic_torch_save(self.out / FINAL_NAME, meta)
+        atomic_write_text(self.out / LOG_NAME, "".join(json.dumps(r) + "\n" for r in self.state.log))
+        return path
+
+
+def _cpu_sd(net: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().to("cpu", copy=True).contiguous() for k, v in net.state_dict().items()}
+
+
+def _device_name(dev: torch.device) -> str:
+    if dev.type == "cuda":
+        return torch.cuda.get_device_name(dev)
+    return platform.processor() or platform.machine()
+
+
+def read_train_meta(path: str | Path) -> dict[str, Any]:
+    """The JSON training metadata stored in a final nagkit supernet checkpoint."""
+    from nagkit.supernet.checkpoint import read_checkpoint
+
+    obj = read_checkpoint(path)
+    if obj.get("format") != FORMAT:
+        raise ArtifactError(f"{str(path)!r} is not a checkpoint written by `nagkit supernet train`")
+    return json.loads(obj.get("train", "{}"))
