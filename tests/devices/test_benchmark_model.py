@@ -234,3 +234,13 @@ def test_two_complete_runs_need_parse_runs():
     with pytest.raises(ProfileParseError, match="holds 2 runs"):
         parse_benchmark_output(NEW_OK + NEW_OK)
     assert [r.inference.count for r in parse_benchmark_runs(NEW_OK + NEW_OK)] == [60, 60]
+
+
+@pytest.mark.parametrize("prefix", ["03", "05", "08"])
+def test_retyped_tables_without_tabs_parse_the_same(prefix):
+    """Samples copied by hand lose their tabs; the tables must still parse row for row."""
+    exact = parse_benchmark_output(sample(prefix))
+    retyped = parse_benchmark_output(sample(prefix).replace("\t", "  "))
+    assert [[t.rows for t in s.tables] for s in retyped.profiling] == [[t.rows for t in s.tables]
+                                                                        for s in exact.profiling]
+    assert retyped.inference == exact.inference

@@ -180,9 +180,12 @@ class AdbDevice:
                              "max_khz": int(parts[3]) if parts[3].isdigit() else None})
         governors = {c["governor"] for c in cpus if c["governor"]}
         status = self.thermal_status()
+        release = props.get("ro.build.version.release")
         return {
-            "transport": "adb",
+            "kind": "adb",
+            "transport": self.transport.kind,
             "target": self.target,
+            "os": f"Android {release}" if release else None,
             "model": props.get("ro.product.model"),
             "manufacturer": props.get("ro.product.manufacturer"),
             "soc": props.get("ro.soc.model") or props.get("ro.board.platform") or props.get("ro.hardware"),
