@@ -156,8 +156,12 @@ class AdbTransport:
 
             return AdbDevice(_tcp_transport(self.address, self.port), default_transport_timeout_s=self.timeout_s)
         try:
-            from adb_shell.adb_device import AdbDeviceUsb  # needs libusb1 (usb1) and libusb
-        except ImportError as e:
+            from adb_shell import adb_device  # USB needs the libusb1 package (usb1) and libusb itself
+
+            if adb_device.UsbTransport is None:
+                import usb1  # noqa: F401 - raises the ImportError that says what is missing
+            AdbDeviceUsb = adb_device.AdbDeviceUsb
+        except (ImportError, OSError) as e:
             raise DeviceError(
                 f"USB ADB target {self.address!r} needs libusb support, which is missing here ({e})",
                 hint="pip install 'adb-shell[usb]' (and apt-get install libusb-1.0-0), or use Wi-Fi: "
