@@ -140,13 +140,16 @@ def run_export(sp, arch, *, weights: str | None, formats: tuple[str, ...], out: 
             "versions": res.versions,
         }
         if as_bundle:
-            from nagkit.export.bundle import make_manifest, write_bundle
+            from nagkit.export.bundle import make_manifest, verify_bundle, write_bundle
 
             manifest = make_manifest(sp, arch, export=res, weights_sha256=weights_sha,
                                      weights_source=str(weights) if weights else None)
             t1 = time.perf_counter()
             b = write_bundle(out, res.paths, manifest, force=force)
             phases["bundle"] = time.perf_counter() - t1
+            t1 = time.perf_counter()
+            result["bundle_check"] = verify_bundle(b.zip_path, module, seed=seed + 1)
+            phases["bundle_check"] = time.perf_counter() - t1
             result["bundle"] = {"folder": str(b.root), "zip": str(b.zip_path), "manifest": str(b.root / "manifest.json")}
             final = {f: b.root / Path(p).name for f, p in res.paths.items()}
         else:

@@ -374,6 +374,51 @@ def read_bundle(path: str | os.PathLike, *, verify: bool = True) -> Bundle:
     return Bundle(root=root, manifest=manifest, zip_path=path if tmp is not None else None, _tmp=tmp)
 
 
+def verify_bundle(bundle: Bundle | str | os.PathLike, module=None, *, seed: int = 0, rtol: float | None = None,
+                  threads: int | None = None) -> dict[str, Any]:
+    """Load every model of a bundle in its runtime and check it on seeded inputs.
+
+    Checks: each model loads (LiteRT / ONNX Runtime), takes the manifest's input shape and gives
+    the manifest's output shape; with ``module``, each matches PyTorch (parity); with two models,
+    they match each other. Raises ArtifactError / ParityError; returns what was checked.
+    """
+    from nagkit.export.parity import DEFAULT_RTOL, check_parity, compare, seeded_inputs
+    from nagkit.export.runtime import load_model
+
+    rtol = DEFAULT_RTOL if rtol is None else rtol
+    b = bundle if isinstance(bundle, Bundle) else read_bundle(bundle)
+    try:
+        shape = [int(v) for v in b.manifest["input"]["shape"]]
+        want_out = [int(v) for v in b.manifest["output"]["shape"]]
+        x = seeded_inputs(shape, seed)
+        outs: dict[str, Any] = {}
+        report: dict[str, Any] = {"root": str(b.root), "seed": seed, "models": {}}
+        for fmt, path in sorted(b.models.items()):
+            m = load_model(path, threads=threads)
+            if list(m.input_shape) != shape:
+                raise ArtifactError(f"{path.name} takes input {list(m.input_shape)} but the manifest says {shape}")
+            y = m.run(x)
+            if list(y.shape) != want_out:
+                raise ArtifactError(f"{path.name} gives output {list(y.shape)} but the manifest says {want_out}")
+            outs[fmt] = y
+            entry: dict[str, Any] = {"runtime": m.runtime, "output_shape": list(y.shape)}
+            if module is not None:
+                entry["parity"] = check_parity(module, m, inputs=x, rtol=rtol).to_dict()
+            report["models"][fmt] = entry
+        if len(outs) == 2:
+            diff, _, tol, ok = compare(outs["tflite"], outs["onnx"], rtol)
+            report["cross_runtime"] = {"max_abs_diff": diff, "tolerance": tol, "passed": ok}
+            if not ok:
+                from nagkit.errors import CheckFailedError
+
+                raise CheckFailedError(f"model.tflite (LiteRT) and model.onnx (ONNX Runtime) of bundle {str(b.root)!r} "
+                                       f"disagree: max|diff| = {diff:.3g} > tolerance {tol:.3g} (seed {seed})")
+        return report
+    finally:
+        if b is not bundle:
+            b.close()
+
+
 def _bundle_root(folder: Path, src: Path) -> Path:
     if (folder / "manifest.json").is_file():
         return folder

@@ -102,6 +102,7 @@ def test_random_init_bundle_and_force(capsys, tmp_path):
     assert res.code == 0, res.err
     r = json.loads(res.out)
     assert r["weights"] == "random-init" and r["bundle"]["zip"] == str(tmp_path / "bundle.zip")
+    assert r["bundle_check"]["models"]["onnx"]["parity"]["passed"]  # the shipped zip was re-checked
     from nagkit.export.bundle import read_bundle
     from nagkit.space import get_space
 

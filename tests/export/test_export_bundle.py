@@ -12,8 +12,10 @@ import pytest
 import torch
 
 from nagkit.errors import ArtifactError, BadInputError
-from nagkit.export.bundle import (RANDOM_INIT_NOTE, make_manifest, read_bundle, safe_extract, write_bundle,
-                                  zip_path_for)
+from nagkit.export.bundle import (RANDOM_INIT_NOTE, make_manifest, read_bundle, safe_extract, verify_bundle,
+                                  write_bundle, zip_path_for)
+from nagkit.export.parity import ParityError
+from nagkit.supernet import StaticNet
 from nagkit.export.exporter import export_model
 from nagkit.export.runtime import load_model
 from nagkit.export.schema import MANIFEST_SCHEMA_PATH, Validator, validate_manifest
@@ -48,6 +50,11 @@ def test_bundle_with_both_formats_has_litert_and_onnx_snippets(tiny_export, tmp_
         ref = net(torch.from_numpy(x)).detach().numpy()
         for path in rb.models.values():
             assert np.abs(load_model(path).run(x) - ref).max() <= 1e-4 * max(1, np.abs(ref).max())
+    rep = verify_bundle(b.zip_path, net, seed=5)
+    assert set(rep["models"]) == {"onnx", "tflite"} and rep["cross_runtime"]["passed"]
+    assert all(m["parity"]["passed"] and m["output_shape"] == [1, 10] for m in rep["models"].values())
+    with pytest.raises(ParityError):  # another network's weights do not match these models
+        verify_bundle(b.root, StaticNet.from_arch(sp, arch, seed=1))
 
 
 def _manifest(exported, **kw):
