@@ -202,10 +202,17 @@ class AdbDevice:
         }
 
     def runtime_info(self) -> dict[str, Any]:
+        from nagkit.devices.benchmark_model import median_basis
+
         p = self.profile
+        basis = median_basis(self.last_result) if self.last_result is not None else None
         return {"name": "tflite-benchmark_model", "binary": p["benchmark_remote"], "binary_sha256": self._binary_sha,
                 "threads": p["threads"], "taskset": p["taskset"],
-                "delegate": "xnnpack" if p["use_xnnpack"] else "none", "extra_args": list(p["extra_args"])}
+                "delegate": "xnnpack" if p["use_xnnpack"] else "none", "extra_args": list(p["extra_args"]),
+                "statistics": "benchmark_model summary statistics, no samples: median = "
+                              + {"p50": "its printed median", "avg": "its average (no median printed)",
+                                 None: "its median if printed, else its average"}[basis]
+                              + "; p10/p90 estimated from p5/p50/p95 or from the std"}
 
     def _getprops(self) -> dict[str, str]:
         out = self.transport.shell(["getprop"], check=False).output
