@@ -190,5 +190,10 @@ def _human(r: dict[str, Any]) -> str:
         )
     if "bundle" in r:
         lines.append(f"  bundle   {r['bundle']['folder']}  +  {r['bundle']['zip']}")
+        chk = r.get("bundle_check") or {}
+        parts = [f"{f} parity {m['parity']['max_abs_diff']:.1e}" for f, m in chk.get("models", {}).items()]
+        if "cross_runtime" in chk:
+            parts.append(f"LiteRT vs ONNX Runtime {chk['cross_runtime']['max_abs_diff']:.1e}")
+        lines.append(f"  checked  the zip re-opened (seed {chk.get('seed')}): " + ", ".join(parts))
     lines.append("  time     " + ", ".join(f"{k} {v:.2f}s" for k, v in r["durations_s"].items()))
     return "\n".join(lines)
