@@ -246,7 +246,7 @@ def profile(device_spec, space_name, res_text, out, resume, force, n_cal, calibr
     d["calibration"] = table.calibration.to_dict() if table.calibration else None
     if d["calibration"]:
         d["calibration"] = {k: v for k, v in d["calibration"].items()
-                            if k not in ("archs", "raw_ms", "measured_ms")}
+                            if k not in ("fit_archs", "fit_raw_ms", "fit_measured_ms")}
 
     def human(r):
         lines = [f"profiled {r['entries']} blocks of {r['space']} at {r['resolutions']} on {r['device']} "

@@ -126,8 +126,8 @@ def calibrate(table: LatencyTable, device, space: SearchSpace, n: int, seed: int
     raw = table.predict_many(space, archs, calibrated=False)
     meas = np.array([s.median_ms for s in stats])
     cal = Calibration.fit(raw, meas, seed=seed, device=str(device.spec),
-                          archs=[str(a) for a in archs], raw_ms=[float(x) for x in raw],
-                          measured_ms=[float(x) for x in meas])
+                          fit_archs=[str(a) for a in archs], fit_raw_ms=[float(x) for x in raw],
+                          fit_measured_ms=[float(x) for x in meas])
     log.info("calibration: measured ≈ %.4f × sum + %.4f ms (fit MAPE %.2f%%, raw MAPE %.2f%%)",
              cal.scale, cal.offset, cal.fit_error, cal.details["raw_mape"])
     return table.with_calibration(cal)
@@ -172,8 +172,8 @@ def validate(table: LatencyTable, device, space: SearchSpace, n: int, seed: int 
             row["calibrated_error_pct"] = float((calp[i] - meas[i]) / meas[i] * 100)
         rows.append(row)
     overlap = None
-    if cal is not None and "archs" in cal.details:
-        overlap = len(set(cal.details["archs"]) & {str(a) for a in archs})
+    if cal is not None and "fit_archs" in cal.details:
+        overlap = len(set(cal.details["fit_archs"]) & {str(a) for a in archs})
     return {
         "lut": str(table.path) if table.path else None, "device": str(device.spec),
         "space": space.name, "samples": n, "seed": seed,
@@ -201,7 +201,10 @@ def plot_scatter(report: dict[str, Any], path: str | Path) -> Path:
     rows = report["archs"]
     meas = np.array([r["measured_ms"] for r in rows])
     fig, ax = plt.subplots(figsize=(5.5, 5.5), dpi=120)
-    lo, hi = float(meas.min()) * 0.9, float(meas.max()) * 1.1
+    vals = [meas, np.array([r["raw_ms"] for r in rows])]
+    if report.get("calibrated"):
+        vals.append(np.array([r["calibrated_ms"] for r in rows]))
+    lo, hi = min(float(v.min()) for v in vals) * 0.95, max(float(v.max()) for v in vals) * 1.05
     xs = np.linspace(lo, hi, 10)
     ax.plot(xs, xs, "k-", lw=1, label="y = x")
     ax.fill_between(xs, xs * 0.95, xs * 1.05, color="0.85", label="±5%")

@@ -18,7 +18,7 @@ from tests.cli.helpers import run_cli
 from tests.latency.conftest import make_tiny_space
 
 FAST_MEASURE = "{warmup_runs: 2, warmup_s: 0.01, min_runs: 5, min_time_s: 0.03, max_time_s: 0.3, max_runs: 300}"
-SLOW_MEASURE = "{warmup_runs: 2, warmup_s: 0.05, min_runs: 20, min_time_s: 0.4, max_time_s: 0.6, max_runs: 100000}"
+SLOW_MEASURE = "{warmup_runs: 2, warmup_s: 0.05, min_runs: 20, min_time_s: 0.2, max_time_s: 0.3, max_runs: 100000}"
 
 
 @pytest.fixture
@@ -86,24 +86,32 @@ def test_kill_and_resume_loses_and_repeats_nothing(setup, tmp_path, cli_env):
 
 @pytest.mark.slow
 def test_profile_refuses_foreign_or_existing_journal(setup, tmp_path, cli_env):
+    from nagkit.devices.registry import get_device
+    from nagkit.errors import BadInputError
+    from nagkit.latency.profiler import profile
+
     space, space_file, device = setup
-    dev = device("fast", FAST_MEASURE)
+    dev_file = device("fast", FAST_MEASURE)
     out = tmp_path / "t.json"
-    common = ["--space", str(space_file), "--out", str(out), "--cache-dir", str(tmp_path / "cache"),
-              "--no-progress"]
-    ok = run_cli(["profile", "--device", str(dev), *common], env=cli_env)
-    assert ok.code == 0, ok.err
-    again = run_cli(["profile", "--device", str(dev), *common], env=cli_env)
-    assert again.code == 2 and "--resume" in again.err and "Traceback" not in again.err
-    other = run_cli(["profile", "--device", "cpu:runtime=onnxruntime,threads=2", *common, "--resume"], env=cli_env)
-    assert other.code == 2 and "was made for device" in other.err
-    other_space = tmp_path / "space2.json"
-    other_space.write_text(json.dumps(make_tiny_space(resolutions=(32,), n_classes=5).to_dict()))
-    bad = run_cli(["profile", "--device", str(dev), "--space", str(other_space), "--out", str(out),
-                   "--resume", "--no-progress"], env=cli_env)
-    assert bad.code == 2 and "was made for space" in bad.err
-    resumed = run_cli(["profile", "--device", str(dev), *common, "--resume", "--json"], env=cli_env)
-    assert resumed.code == 0 and json.loads(resumed.out)["measured"] == 0
+    cache = tmp_path / "cache"
+    with get_device(str(dev_file)) as dev:
+        first = profile(dev, space, [32], out, cache_dir=cache, progress=False)
+        assert len(first.measured) == len(unique_layers(space)) and not first.resumed
+        with pytest.raises(BadInputError, match="--resume"):
+            profile(dev, space, [32], out, cache_dir=cache, progress=False)
+        other_space = make_tiny_space(resolutions=(32,), n_classes=5)
+        with pytest.raises(BadInputError, match="was made for space"):
+            profile(dev, other_space, [32], out, resume=True, cache_dir=cache, progress=False)
+        again = profile(dev, space, [32], out, resume=True, cache_dir=cache, progress=False)
+        assert again.measured == [] and len(again.resumed) == len(first.measured)
+        assert again.table.entries == first.table.entries
+    with get_device("cpu:runtime=onnxruntime,threads=2") as other:
+        with pytest.raises(BadInputError, match="was made for device"):
+            profile(other, space, [32], out, resume=True, cache_dir=cache, progress=False)
+    # the same refusal through the CLI: one line, exit 2, no traceback
+    res = run_cli(["profile", "--device", str(dev_file), "--space", str(space_file), "--out", str(out),
+                   "--cache-dir", str(cache), "--no-progress"], env=cli_env)
+    assert res.code == 2 and "--resume" in res.err and "Traceback" not in res.err
 
 
 def test_corrupt_journal_line_is_refused(tmp_path, lat_space):
