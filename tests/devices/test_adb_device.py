@@ -72,6 +72,18 @@ def test_reconnects_when_the_phone_drops_mid_run(loopback, adb_profile, tiny_tfl
     assert len(runs) == 2  # the dropped one and the retry
 
 
+def test_reconnects_when_the_phone_drops_during_the_benchmark(loopback, adb_profile, tiny_tflite):
+    """The connection dies while benchmark_model is running (its process is killed with it)."""
+    profile = {**adb_profile, "min_secs": 1.0, "reconnect_retries": 2}
+    with AdbDevice(loopback.serial, profile) as dev:
+        dev.push_model(tiny_tflite)
+        loopback.drop_on("--graph=", times=1, after_s=0.8)
+        stats = dev.measure(tiny_tflite, (1, 3, 16, 16), MeasureConfig(warmup_runs=1, warmup_s=0.01, min_runs=5,
+                                                                        min_time_s=1.0))
+        assert stats.n >= 5 and dev.transport.reconnects == 1
+    assert len([s for s in loopback.opened_services if "--graph=" in s]) == 2
+
+
 def test_cools_down_when_hot(loopback, adb_profile, tiny_tflite):
     with AdbDevice(loopback.serial, adb_profile) as dev:
         dev.measure(tiny_tflite, (1, 3, 16, 16))  # files pushed; now heat up

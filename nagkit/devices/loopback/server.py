@@ -200,10 +200,16 @@ class _Connection(threading.Thread):
 
     def _open(self, client_id: int, service: str) -> None:
         log.debug("OPEN %r", service)
-        if self.server._should_drop(service):
+        delay = self.server._drop_delay(service)
+        if delay == 0.0:
             log.info("fault injection: dropping the connection on %r", service)
             self.drop()
             return
+        if delay is not None:
+            log.info("fault injection: dropping the connection %.2f s into %r", delay, service)
+            timer = threading.Timer(delay, self.drop)
+            timer.daemon = True
+            timer.start()
         handler = self.server.handler_for(service)
         if handler is None:
             log.info("refusing unsupported service %r", service)
@@ -267,19 +273,20 @@ class LoopbackAdbd:
         return ("device::" + ";".join(fields) + ";features=" + ",".join(FEATURES)).encode()
 
     # -- fault injection for tests (a phone that drops off the bus mid-run)
-    def drop_on(self, substring: str, times: int = 1) -> None:
-        """Cut the connection the next ``times`` times a service containing ``substring`` opens."""
+    def drop_on(self, substring: str, times: int = 1, after_s: float = 0.0) -> None:
+        """Cut the connection the next ``times`` times a service containing ``substring`` opens:
+        at once (``after_s=0``) or ``after_s`` seconds into the running service."""
         with self._lock:
-            self._drops.append([substring, times])
+            self._drops.append([substring, times, float(after_s)])
 
-    def _should_drop(self, service: str) -> bool:
+    def _drop_delay(self, service: str) -> float | None:
         with self._lock:
             self.opened_services.append(service)
             for rule in self._drops:
                 if rule[1] > 0 and rule[0] in service:
                     rule[1] -= 1
-                    return True
-        return False
+                    return rule[2]
+        return None
 
     def drop_all(self) -> None:
         for c in list(self._connections):
