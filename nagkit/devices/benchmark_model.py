@@ -11,7 +11,7 @@ a position or a loose regex over the whole text. Handles every output style seen
 * ``count=`` lines with or without ``first/min/max/avg/std`` and ``p5/median/p95``, in plain
   or scientific notation (``avg=2.95034e+06``);
 * ``INFO:``/``VERBOSE:``/``ERROR:`` prefixes and Android logcat prefixes (``I tflite  : ``);
-* memory lines (footprint delta, peak footprint, periodic peak);
+* memory lines (footprint delta, peak footprint, periodic peak, end-of-run VmRSS/RSS);
 * op-profiling sections (Run Order, Top by Computation Time, Summary by node type) parsed
   into rows;
 * delegate lines (created, nodes replaced, fully/partially/not executed).
@@ -60,6 +60,8 @@ _LOADED = re.compile(r"^Loaded model (.+)$")
 _MEM_DELTA = re.compile(rf"^Memory footprint delta from the start of the tool \(MB\):\s*init=({_NUM})\s+overall=({_NUM})")
 _MEM_PEAK = re.compile(rf"^Peak memory footprint \(MB\):\s*init=({_NUM})\s+overall=({_NUM})")
 _MEM_PERIODIC = re.compile(rf"^Overall peak memory footprint \(MB\) via periodic monitoring:\s*({_NUM})")
+_MEM_END = re.compile(rf"^[-+]\s*(VmRSS|RssAnnon|RssFile \+ RssShmem)\s*:\s*({_NUM})\s*MB$")
+_MEM_END_KEYS = {"VmRSS": "end_vm_rss_mb", "RssAnnon": "end_rss_anon_mb", "RssFile + RssShmem": "end_rss_file_shmem_mb"}
 _TABLE_TITLE = re.compile(r"^=+\s+(.+?)\s+=+$")
 _SECTION = re.compile(r"^(Profiling Info for .+|Operator-wise Profiling Info for .+):$")
 _NODES_EXECUTED = re.compile(r"^Number of nodes executed:\s*(\d+)$")
@@ -373,6 +375,8 @@ def _parse_run(lines: list[tuple[str, str]]) -> BenchmarkResult:
             memory["peak_init_mb"], memory["peak_overall_mb"] = map(float, m.groups())
         elif (m := _MEM_PERIODIC.match(text)):
             memory["peak_periodic_mb"] = float(m.group(1))
+        elif (m := _MEM_END.match(text)):  # after "Memory status at the end of exeution:" (sic)
+            memory[_MEM_END_KEYS[m.group(1)]] = float(m.group(2))
         elif (m := _INIT_SESSION.match(text)):
             init_ms = float(m.group(1))
         elif (m := _MODEL_SIZE.match(text)):

@@ -194,6 +194,15 @@ INFO: Overall peak memory footprint (MB) via periodic monitoring: 13.75
 def test_periodic_peak_memory_line():
     r = parse_benchmark_output(NEW_OK)
     assert r.memory == {"peak_periodic_mb": 13.75}
+
+
+def test_memory_status_at_end_of_execution():
+    """LiteRT 2.15+ prints RSS at the end (with the tool's own typo 'exeution')."""
+    text = NEW_OK + ("INFO: Memory status at the end of exeution:\nINFO: - VmRSS              : 25 MB\n"
+                     "INFO: + RssAnnon           : 18 MB\nINFO: + RssFile + RssShmem : 7 MB\n")
+    r = parse_benchmark_output(text)
+    assert r.memory == {"peak_periodic_mb": 13.75, "end_vm_rss_mb": 25.0, "end_rss_anon_mb": 18.0,
+                        "end_rss_file_shmem_mb": 7.0}
     assert to_latency_stats(r).median_ms == pytest.approx(2.0)
 
 
