@@ -129,9 +129,7 @@ def build(budget_ms: float, *, workspace=None, device_spec: str | None = None, f
     t = time.perf_counter()
     ws = load_workspace(workspace)
     space = ws.space
-    model = NagModel.from_workspace(ws)
-    table = model.table
-    timings["load"] = time.perf_counter() - t
+    table = ws.latency_table
 
     smallest, min_ms = smallest_achievable(table, space)
     if budget_ms < min_ms:
@@ -152,6 +150,8 @@ def build(budget_ms: float, *, workspace=None, device_spec: str | None = None, f
                 f"device {dev.spec!r} measures {dev.model_format} models, but --export is {','.join(fmts)}",
                 hint=f"add it: --export {','.join(sorted(set(fmts) | {dev.model_format}))}")
         net, w_sha, w_src = _load_weights(ws, space, weights, random_init, seed)
+        model = NagModel.from_workspace(ws)
+        timings["load"] = time.perf_counter() - t
 
         # -- generate ------------------------------------------------------------------------
         t = time.perf_counter()

@@ -1,0 +1,52 @@
+"""`nagkit build` bad inputs: infeasible budget, unknown device, missing workspace, existing
+output folder. Each is one line on stderr, the right exit code, and nothing left behind."""
+
+from __future__ import annotations
+
+import pytest
+
+from ..cli.helpers import run_cli
+
+
+def test_infeasible_budget_exits_1_with_smallest_latency(cli_env, tmp_path):
+    out = tmp_path / "b"
+    r = run_cli(["build", "--budget", "5", "--workspace", "ofa-note10", "--random-init", "--out", str(out)],
+                env=cli_env)
+    assert r.code == 1, r.err
+    assert "smallest achievable latency 9." in r.err and "Traceback" not in r.err
+    assert not out.exists() and not (tmp_path / "b.zip").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["home"]
+
+
+def test_unknown_device(cli_env, tmp_path):
+    r = run_cli(["build", "--budget", "30", "--workspace", "ofa-note10", "--random-init", "--device", "toaster",
+                 "--out", str(tmp_path / "b")], env=cli_env)
+    assert r.code == 2 and "toaster" in r.err and "nagkit devices" in r.err and "Traceback" not in r.err
+    assert [p.name for p in tmp_path.iterdir()] == ["home"]
+
+
+def test_missing_workspace(cli_env, tmp_path):
+    r = run_cli(["build", "--budget", "30", "--workspace", "ofa-note11", "--out", str(tmp_path / "b")], env=cli_env)
+    assert r.code == 2 and "ofa-note11" in r.err and "ofa-note10" in r.err and "Traceback" not in r.err
+
+
+def test_existing_output_folder_not_overwritten(cli_env, tmp_path):
+    out = tmp_path / "b"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    r = run_cli(["build", "--budget", "30", "--workspace", "ofa-note10", "--random-init", "--out", str(out)],
+                env=cli_env)
+    assert r.code == 2 and "--force" in r.err
+    assert (out / "keep.txt").read_text() == "mine"
+
+
+def test_no_weights_needs_random_init(cli_env, tmp_path):
+    r = run_cli(["build", "--budget", "30", "--workspace", "ofa-note10", "--out", str(tmp_path / "b")], env=cli_env)
+    assert r.code == 2 and "--random-init" in r.err and "--weights" in r.err
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "nan"])
+def test_bad_budget_values(cli_env, tmp_path, bad):
+    r = run_cli(["build", "--budget", bad, "--workspace", "ofa-note10", "--random-init", "--out", str(tmp_path / "b")],
+                env=cli_env)
+    assert r.code == 2 and "budget" in r.err.lower()
