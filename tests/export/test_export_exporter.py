@@ -18,8 +18,9 @@ def tiny_static():
     from nagkit.space import SearchSpace
     from nagkit.supernet import StaticNet
 
-    sp = SearchSpace(name="tiny-static", width_mult=0.5, base_stage_width=(16, 16, 24, 40, 80, 112, 160, 240, 320),
-                     resolutions=(32,), n_classes=10, dropout=0.0)
+    sp = SearchSpace(name="tiny-static", width_mult=0.5, base_stage_width=(16, 16, 24, 40, 240, 320),
+                     stage_strides=(2, 2), stage_acts=("relu", "h_swish"), stage_se=(False, True),
+                     depth_list=(1, 2), resolutions=(32,), n_classes=10, dropout=0.0)
     arch = sp.smallest()
     return sp, arch, StaticNet.from_arch(sp, arch, seed=0)
 
