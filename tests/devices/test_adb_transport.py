@@ -53,6 +53,14 @@ def test_push_pull_round_trip(transport, loopback, tmp_path):
     assert back.read_bytes() == payload
 
 
+def test_a_silent_long_command_is_not_a_drop(loopback, adb_key):
+    """benchmark_model can be silent for longer than the connect timeout."""
+    t = AdbTransport(loopback.serial, key_path=adb_key, timeout_s=0.5, retries=1, retry_wait_s=0.05)
+    with t:
+        assert t.shell(["sh", "-c", "sleep 1.2; echo done"]).output == "done\n"
+    assert t.reconnects == 0
+
+
 def test_reconnects_when_the_device_drops(transport, loopback):
     loopback.drop_on("echo again", times=1)
     assert transport.shell(["echo", "again"]).output == "again\n"

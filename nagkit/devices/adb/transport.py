@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import shlex
+import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -120,6 +121,15 @@ def _tcp_transport(host: str, port: int):
     from adb_shell.transport.tcp_transport import TcpTransport
 
     class _EofAwareTcpTransport(TcpTransport):
+        def connect(self, transport_timeout_s):
+            super().connect(transport_timeout_s)
+            # a phone that vanishes from Wi-Fi sends no FIN: let TCP keepalive notice (~25 s)
+            sock = self._connection
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            for opt, val in (("TCP_KEEPIDLE", 10), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 3)):
+                if hasattr(socket, opt):
+                    sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, opt), val)
+
         def bulk_read(self, numbytes, transport_timeout_s):
             data = super().bulk_read(numbytes, transport_timeout_s)
             if not data:
@@ -179,7 +189,7 @@ class AdbTransport:
         dev = self._make_device()
         try:
             ok = dev.connect(rsa_keys=[self._signer], transport_timeout_s=self.timeout_s,
-                             auth_timeout_s=max(self.timeout_s, 10.0), read_timeout_s=self.timeout_s)
+                             auth_timeout_s=max(self.timeout_s, 30.0), read_timeout_s=self.timeout_s)
         except _transient_errors() as e:
             dev.close()
             raise DeviceError(f"cannot connect to ADB device {self.target!r}: {type(e).__name__}: {e}",
@@ -251,7 +261,9 @@ class AdbTransport:
         timeout = timeout_s or self.command_timeout_s
 
         def run(dev) -> str:
-            out = dev.shell(wrapped, timeout_s=timeout, read_timeout_s=timeout, decode=False)
+            # benchmark_model may print nothing for a long while: wait up to the command timeout
+            out = dev.shell(wrapped, transport_timeout_s=timeout, timeout_s=timeout, read_timeout_s=timeout,
+                            decode=False)
             text = out.decode("utf-8", "replace").replace("\r\n", "\n")
             if not _RC_RE.search(text):
                 # the stream closed before the command finished: treat as a drop
