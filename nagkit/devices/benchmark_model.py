@@ -57,7 +57,8 @@ _SUMMARY_ITEM = re.compile(rf"([A-Za-z][A-Za-z ()]*?)\s*:\s*({_NUM})(?=\s*,|\s*$
 _INIT_SESSION = re.compile(rf"^Initialized session in ({_NUM})\s*ms\.?$")
 _MODEL_SIZE = re.compile(rf"^The input model file size \(MB\):\s*({_NUM})$")
 _LOADED = re.compile(r"^Loaded model (.+)$")
-_MEM_DELTA = re.compile(rf"^Memory footprint delta from the start of the tool \(MB\):\s*init=({_NUM})\s+overall=({_NUM})")
+_MEM_DELTA = re.compile(
+    rf"^Memory footprint delta from the start of the tool \(MB\):\s*init=({_NUM})\s+overall=({_NUM})")
 _MEM_PEAK = re.compile(rf"^Peak memory footprint \(MB\):\s*init=({_NUM})\s+overall=({_NUM})")
 _MEM_PERIODIC = re.compile(rf"^Overall peak memory footprint \(MB\) via periodic monitoring:\s*({_NUM})")
 _MEM_END = re.compile(rf"^[-+]\s*(VmRSS|RssAnnon|RssFile \+ RssShmem)\s*:\s*({_NUM})\s*MB$")

@@ -213,6 +213,12 @@ def test_logcat_prefixed_output():
     assert r.inference.count == 60 and r.inference_avg_us == 2003.25
 
 
+def test_logcat_brief_prefix():
+    lines = [f"I/tflite  ( 4242): {ln[6:] if ln.startswith('INFO: ') else ln}" for ln in NEW_OK.splitlines()]
+    r = parse_benchmark_output("\n".join(lines))
+    assert r.inference.p50_us == 2000 and r.init_us == 1500
+
+
 @pytest.mark.parametrize(
     "text, match",
     [
