@@ -26,7 +26,7 @@ import numpy as np
 
 from nagkit.errors import BadInputError, UnknownNameError
 from nagkit.export.convert import converter_versions, to_onnx, to_tflite
-from nagkit.export.parity import DEFAULT_RTOL, ParityResult, check_parity, seeded_inputs
+from nagkit.export.parity import DEFAULT_RTOL, ParityError, ParityResult, check_parity, seeded_inputs
 from nagkit.export.runtime import load_model, runtime_versions
 
 log = logging.getLogger(__name__)
@@ -183,10 +183,14 @@ def export_model(
             t0 = time.perf_counter()
             loaded = load_model(tmp_path, threads=threads)
             results = []
-            if parity:
-                results.append(check_parity(module, loaded, seed=seed, rtol=rtol))
-                if parity_inputs is not None:
-                    results.append(check_parity(module, loaded, inputs=parity_inputs, rtol=rtol))
+            try:
+                if parity:
+                    results.append(check_parity(module, loaded, seed=seed, rtol=rtol))
+                    if parity_inputs is not None:
+                        results.append(check_parity(module, loaded, inputs=parity_inputs, rtol=rtol))
+            except ParityError as e:  # name the target, not the staging file that is about to vanish
+                raise ParityError(e.message.replace(str(tmp_path), str(targets[f])) + "; nothing was written",
+                                  dataclasses.replace(e.result, path=str(targets[f])), hint=e.hint) from None
             durations[f"parity_{f}"] = round(time.perf_counter() - t0, 4)
             results = [dataclasses.replace(r, path=str(targets[f])) for r in results]
             for r in results:

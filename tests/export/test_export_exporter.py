@@ -88,6 +88,7 @@ def test_parity_failure_leaves_nothing_behind(tmp_path):
     with pytest.raises(ParityError) as ei:
         export_model(net, (1, 3, 8, 8), "onnx", out, seed=0, parity_inputs=flipped)
     assert exit_code_for(ei.value) == 1 and "given inputs" in ei.value.message
+    assert str(out / "model.onnx") in ei.value.message and "nothing was written" in ei.value.message
     assert not out.exists()
 
 
