@@ -194,7 +194,10 @@ def write_bundle(out_dir: str | os.PathLike, models: Mapping[str, str | os.PathL
             raise BadInputError(f"unknown bundle model format {f!r}; valid formats: {', '.join(MODEL_FILES)}")
         if not Path(p).is_file():
             raise BadInputError(f"model file {str(p)!r} for the bundle does not exist")
-    manifest = json.loads(json.dumps(dict(manifest_fields), default=_json_default))
+    try:
+        manifest = json.loads(json.dumps(dict(manifest_fields), default=_json_default, allow_nan=False))
+    except ValueError as e:
+        raise BadInputError(f"bundle manifest fields hold a NaN or infinity, which JSON cannot carry: {e}") from None
     manifest.setdefault("schema", SCHEMA_ID)
     manifest.setdefault("created", _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
                         .replace("+00:00", "Z"))
@@ -206,6 +209,7 @@ def write_bundle(out_dir: str | os.PathLike, models: Mapping[str, str | os.PathL
     parent.mkdir(parents=True, exist_ok=True)
     tmp_dir = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=parent))
     tmp_zip = None
+    old = None
     try:
         files: dict[str, Any] = {}
         for f, p in sorted(models.items()):
@@ -226,7 +230,6 @@ def write_bundle(out_dir: str | os.PathLike, models: Mapping[str, str | os.PathL
         tmp_zip = Path(tmp_zip_s)
         _write_zip(tmp_dir, tmp_zip, top=out_dir.name)
         os.chmod(tmp_zip, 0o644 & ~_umask())
-        old = None
         if out_dir.exists():  # force was given (check_bundle_target)
             old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=parent))
             os.replace(out_dir, old / "b")
@@ -235,6 +238,10 @@ def write_bundle(out_dir: str | os.PathLike, models: Mapping[str, str | os.PathL
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     except BaseException:
+        if old is not None and (old / "b").exists() and not out_dir.exists():
+            os.replace(old / "b", out_dir)  # put the previous bundle back
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
         shutil.rmtree(tmp_dir, ignore_errors=True)
         if tmp_zip is not None and tmp_zip.exists():
             tmp_zip.unlink()

@@ -145,6 +145,12 @@ def test_invalid_manifest_is_refused_and_nothing_written(exported, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_nan_in_manifest_is_refused(exported, tmp_path):
+    with pytest.raises(BadInputError, match="NaN"):
+        write_bundle(tmp_path / "b", exported[3].paths, _manifest(exported, budget_ms=float("nan")))
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_schema_validator_reports_paths():
     v = Validator(json.loads(MANIFEST_SCHEMA_PATH.read_text()))
     errs = v.errors({"schema": "nagkit.bundle/2", "extra": 1})
