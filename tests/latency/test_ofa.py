@@ -120,3 +120,18 @@ def test_import_refuses_wrong_space(tmp_path):
 
     with pytest.raises(ArtifactError, match="lack"):
         import_ofa(NOTE10_DIR, get_space("ofa-mbv3-w1.0").replace(resolutions=(160, 224)))
+
+
+def test_cli_import_and_show(tmp_path, capsys, committed):
+    from tests.cli.helpers import run_cli_inproc
+
+    out = tmp_path / "n10.json"
+    res = run_cli_inproc(["lut", "import-ofa", NOTE10_DIR, "--out", str(out), "--json"], capsys)
+    assert res.code == 0, res.err
+    assert json.loads(res.out)["entries"] == len(committed.entries)
+    assert LatencyTable.load(out).entries == committed.entries
+    shown = run_cli_inproc(["lut", "show", str(out), "--json"], capsys)
+    assert shown.code == 0, shown.err
+    s = json.loads(shown.out)
+    assert s["missing_keys"] == 0 and s["latency_range_ms"] == pytest.approx([9.89, 92.40], abs=0.01)
+    assert s["entries_by_kind"]["stem"] == 17
