@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# One call on the lent 2-GPU machine: DDP throughput benchmark, then the real training of the
+# Fashion-MNIST supernet, then its smallest/largest accuracies. Needs Fashion-MNIST in .fmnist/.
+# Usage (device tool): PYTHONPATH=. bash benchmarks/training/gpu_session.sh bench|train|resume
+set -euo pipefail
+export PYTHONPATH=${PYTHONPATH:-.} PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+OUT=${OUT:-out/gpu}
+mkdir -p "$OUT" out
+TRAIN_DIR=out/fmnist-train
+EPOCHS=${EPOCHS:-full=10,kernel=5,depth=3,expand=3}
+for stage in "$@"; do
+case "$stage" in
+  info)
+    nvidia-smi -L; python3 -c "import torch, torchvision; print(torch.__version__, torchvision.__version__)"; nproc ;;
+  bench)
+    python3 benchmarks/training/ddp_throughput.py --data-dir .fmnist --out "$OUT/ddp_throughput.json" ;;
+  train)
+    python3 -m nagkit.supernet.launch --out $TRAIN_DIR --gpus "${GPUS:-1}" --data-dir .fmnist --epochs "$EPOCHS" \
+      --max-minutes "${MAXMIN:-6}" ${RESUME:-} ;;
+  export)
+    cp $TRAIN_DIR/train_log.jsonl "$OUT/" 2>/dev/null || true
+    [ -f $TRAIN_DIR/supernet.pt ] && cp $TRAIN_DIR/supernet.pt "$OUT/" || true ;;
+  evalgpu)
+    python3 - <<'PY'
+import json, time, torch, os
+from nagkit.data.supernet_acc import SupernetEvaluator
+from nagkit.space import get_space
+from nagkit.space.sampling import sample_many
+s = get_space("fmnist-mbv3-w0.5")
+res = {}
+for split in ("val", "test"):
+    ev = SupernetEvaluator("out/fmnist-train/supernet.pt", s, {"data_dir": ".fmnist", "device": "cuda", "split": split})
+    archs = [s.smallest(), s.largest(), s.smallest(40), s.largest(28)]
+    res[split] = dict(zip(map(str, archs), ev(archs).tolist()))
+t = time.perf_counter(); archs = sample_many(s, 40, 123); ev(archs); torch.cuda.synchronize()
+res["seconds_per_arch_gpu"] = (time.perf_counter() - t) / 40
+print(json.dumps(res))
+open(os.environ.get("OUT", "out/gpu") + "/eval.json", "w").write(json.dumps(res, indent=1))
+PY
+    ;;
+  collect)
+    python3 -m torch.distributed.run --nproc-per-node 2 -m nagkit.data.supernet_acc --ckpt $TRAIN_DIR/supernet.pt \
+      --space fmnist-mbv3-w0.5 --n "${NARCH:-4000}" --seed 0 --out out/acc --data-dir .fmnist
+    python3 -m nagkit.data.supernet_acc --ckpt $TRAIN_DIR/supernet.pt --space fmnist-mbv3-w0.5 --n 0 --out out/acc \
+      --data-dir .fmnist --merge
+    cp out/acc/acc.jsonl "$OUT/" ;;
+esac
+done
