@@ -1,0 +1,265 @@
+"""Accuracy sources: where an architecture's accuracy comes from.
+
+An accuracy source is named by a spec ``SCHEME:PATH`` (e.g.
+``ofa-predictor:../shared/data/ofa-note10/acc_predictor.pth`` or ``supernet:ckpt.pt``) and
+opened with :func:`open_accuracy_source`. Every source follows :class:`AccuracySource`:
+
+- ``evaluate(archs) -> np.ndarray``: top-1 accuracy as a fraction in [0, 1], one per arch,
+  evaluated as one batch; every arch evaluated counts as one *query* (no cache, so counts are
+  comparable with OFA's "37,600 queries per budget");
+- ``name``: a short label (``ofa-predictor``), ``spec``: the spec it was opened from;
+- ``provenance()``: a JSON-able dict (scheme, path, sha256, ...) recorded in every artifact;
+- ``queries``: the number of archs evaluated so far (``reset_queries()`` sets it to 0).
+
+Schemes live in :data:`ACCURACY_SCHEMES`. The ``supernet`` scheme calls
+``nagkit.data.supernet_acc.make_evaluate_fn(ckpt, space, options)`` which returns a callable
+``archs -> accuracies`` (inherited weights + BN recalibration + validation accuracy); this
+module wraps it in :class:`CallableAccuracySource` so counting and checks are shared.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from nagkit.errors import ArtifactError, BadInputError, CheckpointError, NagkitError
+from nagkit.registry import Registry
+from nagkit.space.arch import Arch
+from nagkit.space.space import SearchSpace
+
+
+@runtime_checkable
+class AccuracySource(Protocol):
+    name: str
+    spec: str
+    queries: int
+
+    def evaluate(self, archs: Sequence[Arch]) -> np.ndarray: ...
+
+    def provenance(self) -> dict[str, Any]: ...
+
+    def reset_queries(self) -> None: ...
+
+
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class BaseAccuracySource:
+    """Shared counting and output checks. Subclasses implement ``_evaluate``."""
+
+    name = "base"
+
+    def __init__(self, space: SearchSpace, spec: str):
+        self.space = space
+        self.spec = spec
+        self.queries = 0
+
+    def _evaluate(self, archs: Sequence[Arch]) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def evaluate(self, archs: Sequence[Arch]) -> np.ndarray:
+        archs = list(archs)
+        if not archs:
+            return np.zeros(0, dtype=np.float64)
+        acc = np.asarray(self._evaluate(archs), dtype=np.float64).reshape(-1)
+        if acc.shape[0] != len(archs):
+            raise NagkitError(f"accuracy source {self.spec!r} returned {acc.shape[0]} values for {len(archs)} archs")
+        bad = ~np.isfinite(acc) | (acc < 0) | (acc > 1)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise NagkitError(
+                f"accuracy source {self.spec!r} returned {acc[i]!r} for {archs[i]}; accuracies must be "
+                "fractions in [0, 1]", hint="check the checkpoint/predictor matches the workspace's space",
+            )
+        self.queries += len(archs)
+        return acc
+
+    def reset_queries(self) -> None:
+        self.queries = 0
+
+    def provenance(self) -> dict[str, Any]:
+        return {"name": self.name, "spec": self.spec}
+
+
+class OfaPredictorSource(BaseAccuracySource):
+    """OFA's ImageNet accuracy predictor: an MLP over :func:`ofa_predictor_encoding`.
+
+    The state dict is read with ``torch.load(weights_only=True)``; its ``N.weight``/``N.bias``
+    keys define the layer sizes (OFA's is 128-400-400-400-1, ReLU between, output a fraction).
+    """
+
+    name = "ofa-predictor"
+
+    def __init__(self, space: SearchSpace, spec: str, path: Path):
+        super().__init__(space, spec)
+        import torch
+
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise CheckpointError(
+                f"OFA accuracy predictor {str(self.path)!r} does not exist",
+                hint="point the workspace's `accuracy` at acc_predictor.pth (e.g. ../shared/data/ofa-note10/)",
+            )
+        try:
+            sd = torch.load(self.path, map_location="cpu", weights_only=True)
+        except Exception as e:  # noqa: BLE001 - any unreadable file is a bad checkpoint
+            raise CheckpointError(f"cannot read OFA predictor {str(self.path)!r}: {e}") from None
+        if isinstance(sd, Mapping) and "state_dict" in sd:
+            sd = sd["state_dict"]
+        if not isinstance(sd, Mapping):
+            raise CheckpointError(f"{str(self.path)!r} is not a state dict (got {type(sd).__name__})")
+        sd = {k.removeprefix("model."): v for k, v in sd.items()}
+        idx = sorted({int(k.split(".")[0]) for k in sd if k.split(".")[0].isdigit()})
+        layers = []
+        for j, i in enumerate(idx):
+            w, b = sd.get(f"{i}.weight"), sd.get(f"{i}.bias")
+            if w is None or b is None or w.ndim != 2:
+                raise CheckpointError(
+                    f"{str(self.path)!r}: expected Linear layers '{i}.weight'/'{i}.bias'; keys are {sorted(sd)}"
+                )
+            layers.append((w.float(), b.float()))
+        if not layers or layers[-1][0].shape[0] != 1:
+            raise CheckpointError(f"{str(self.path)!r}: not an MLP with one output; keys are {sorted(sd)}")
+        from nagkit.space.encoding import ofa_predictor_encoding
+
+        dim = ofa_predictor_encoding(space, space.smallest()).shape[0]
+        if layers[0][0].shape[1] != dim:
+            raise CheckpointError(
+                f"predictor {str(self.path)!r} takes {layers[0][0].shape[1]} inputs; space {space.name!r} "
+                f"encodes to {dim}", hint="use the predictor trained for this space",
+            )
+        self._layers = layers
+        self._sha = file_sha256(self.path)
+
+    def _evaluate(self, archs: Sequence[Arch]) -> np.ndarray:
+        import torch
+
+        x = torch.from_numpy(ofa_batch_encoding(self.space, archs))
+        with torch.no_grad():
+            for j, (w, b) in enumerate(self._layers):
+                x = torch.nn.functional.linear(x, w, b)
+                if j < len(self._layers) - 1:
+                    x = torch.relu(x)
+        return x.reshape(-1).double().numpy()
+
+    def provenance(self) -> dict[str, Any]:
+        return {"name": self.name, "spec": self.spec, "path": str(self.path), "sha256": self._sha,
+                "layers": [list(w.shape) for w, _ in self._layers]}
+
+
+def ofa_batch_encoding(space: SearchSpace, archs: Sequence[Arch]) -> np.ndarray:
+    """Vectorised :func:`nagkit.space.encoding.ofa_predictor_encoding` for many archs."""
+    ks_list, e_list = (3, 5, 7), (3, 4, 6)
+    if tuple(space.ks_list) != ks_list or tuple(space.expand_list) != e_list:
+        from nagkit.space.encoding import ofa_predictor_encoding
+
+        ofa_predictor_encoding(space, archs[0])  # raises the shared ArchError
+    n, md, slots = len(archs), space.max_depth, space.n_block_slots
+    out = np.zeros((n, slots * 6 + 8), dtype=np.float32)
+    kpos = {k: i for i, k in enumerate(ks_list)}
+    epos = {e: i for i, e in enumerate(e_list)}
+    for a_i, arch in enumerate(archs):
+        space.validate(arch)
+        row = out[a_i]
+        for si, st in enumerate(arch.stages):
+            for bi, (k, e) in enumerate(st):
+                s = si * md + bi
+                row[s * 3 + kpos[k]] = 1
+                row[slots * 3 + s * 3 + epos[e]] = 1
+        ri = (arch.r - 112) // 16
+        if not 0 <= ri < 8:
+            raise BadInputError(f"resolution {arch.r} is outside the OFA predictor's range 112..239")
+        row[slots * 6 + ri] = 1
+    return out
+
+
+class CallableAccuracySource(BaseAccuracySource):
+    """Wraps a callable ``archs -> accuracies`` (e.g. a supernet evaluator) as a source."""
+
+    def __init__(self, space: SearchSpace, spec: str, fn: Callable[[Sequence[Arch]], Any], *,
+                 name: str, provenance: Mapping[str, Any] | None = None):
+        super().__init__(space, spec)
+        self.name = name
+        self._fn = fn
+        self._prov = dict(provenance or {})
+
+    def _evaluate(self, archs: Sequence[Arch]) -> np.ndarray:
+        return np.asarray(self._fn(archs), dtype=np.float64)
+
+    def provenance(self) -> dict[str, Any]:
+        return {"name": self.name, "spec": self.spec, **self._prov}
+
+
+# -- schemes -------------------------------------------------------------------------------
+# A scheme opener: (space, spec, path, options) -> AccuracySource.
+Opener = Callable[[SearchSpace, str, Path, Mapping[str, Any]], AccuracySource]
+ACCURACY_SCHEMES: Registry[Opener] = Registry(
+    "accuracy scheme", hint="write the workspace's `accuracy` as SCHEME:PATH, e.g. ofa-predictor:acc_predictor.pth"
+)
+
+
+@ACCURACY_SCHEMES.register("ofa-predictor")
+def _open_ofa_predictor(space, spec, path, options):
+    if options:
+        raise BadInputError(f"accuracy scheme 'ofa-predictor' takes no options; got {sorted(options)}")
+    return OfaPredictorSource(space, spec, path)
+
+
+@ACCURACY_SCHEMES.register("supernet")
+def _open_supernet(space, spec, path, options):
+    """Inherited weights + BN recalibration + validation accuracy, implemented by
+    ``nagkit.data.supernet_acc.make_evaluate_fn(ckpt: Path, space, options) -> callable``."""
+    try:
+        mod = importlib.import_module("nagkit.data.supernet_acc")
+    except ModuleNotFoundError as e:
+        if e.name != "nagkit.data.supernet_acc":
+            raise
+        raise NagkitError(
+            "the 'supernet' accuracy source is not available in this build (nagkit.data.supernet_acc is missing)",
+            hint="use an ofa-predictor source, or update nagkit",
+        ) from None
+    if not Path(path).is_file():
+        raise CheckpointError(f"supernet checkpoint {str(path)!r} does not exist",
+                              hint="train one with `nagkit supernet train` or fix the workspace's `accuracy`")
+    fn = mod.make_evaluate_fn(Path(path), space, dict(options))
+    prov = {"path": str(path), "sha256": file_sha256(path), "options": dict(options)}
+    extra = getattr(fn, "provenance", None)
+    if callable(extra):
+        prov.update(extra())
+    return CallableAccuracySource(space, spec, fn, name="supernet", provenance=prov)
+
+
+def split_spec(spec: str) -> tuple[str, str]:
+    if not isinstance(spec, str) or ":" not in spec:
+        raise BadInputError(
+            f"accuracy source spec {spec!r} must be SCHEME:PATH; schemes: {', '.join(ACCURACY_SCHEMES.names())}",
+            hint="e.g. accuracy = \"ofa-predictor:../shared/data/ofa-note10/acc_predictor.pth\"",
+        )
+    scheme, _, rest = spec.partition(":")
+    return scheme, rest
+
+
+def open_accuracy_source(spec: str, space: SearchSpace, *, resolve: Callable[[str], Path] | None = None,
+                         options: Mapping[str, Any] | None = None) -> AccuracySource:
+    """Open ``SCHEME:PATH``. ``resolve`` maps the PATH text to a file (workspace-relative)."""
+    scheme, rest = split_spec(spec)
+    opener = ACCURACY_SCHEMES.get(scheme)
+    path = resolve(rest) if resolve is not None else Path(rest)
+    src = opener(space, spec, path, dict(options or {}))
+    if not isinstance(src, AccuracySource):
+        raise ArtifactError(f"accuracy scheme {scheme!r} did not return an AccuracySource")
+    return src
+
+
+# The synthetic scheme registers itself on import (no hardware, for tests and demos).
+importlib.import_module("nagkit.data.synthetic")

@@ -1,0 +1,96 @@
+"""Frozen configs of the NAG pieces (no torch import; workspaces validate their TOML with them)."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from nagkit.errors import BadInputError
+
+C = TypeVar("C")
+
+
+@dataclass(frozen=True)
+class BudgetConfig:
+    """K grid budgets evenly spaced over [min_ms, max_ms] (default: the dataset's latency range)."""
+
+    k: int = 10
+    min_ms: float | None = None
+    max_ms: float | None = None
+    embed_dim: int = 32
+
+
+@dataclass(frozen=True)
+class EvaluatorConfig:
+    """R(alpha | B; w): three FC layers over [arch encoding, budget embedding]."""
+
+    hidden: int = 256
+    epochs: int = 40
+    batch_size: int = 256
+    lr: float = 2e-3
+    weight_decay: float = 1e-5
+    random_budgets: int = 6  # extra uniformly drawn budgets per step (trains the interpolation)
+    holdout: float = 0.1
+    latency_feature: bool = True  # append table latency (ms, scaled) to the arch encoding
+    aux_regression: float = 0.0  # weight of an auxiliary accuracy-regression loss (0: off)
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    """f(B; theta): LSTM policy trained with REINFORCE on the evaluator's reward."""
+
+    hidden: int = 64
+    token_dim: int = 16
+    steps: int = 600
+    budgets_per_step: int = 10  # K budgets per step (stratified over the grid intervals)
+    samples_per_budget: int = 32  # N archs per budget
+    lr: float = 3e-3
+    entropy: float = 0.01  # lambda
+    baseline_decay: float = 0.9
+    # Frontier refinement: after training, sample archs from the generator, query the
+    # accuracy source for them (counted), add them to the data, fine-tune evaluator and
+    # generator. 0 rounds = the paper's one-shot training on the uniform dataset.
+    refine_rounds: int = 0
+    refine_samples: int = 1000
+    refine_epochs: int = 6
+    refine_steps: int = 200
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class InferenceConfig:
+    samples: int = 500
+    max_rounds: int = 10  # bounded resampling when no sample fits the budget
+    rerank: int = 0  # top candidates re-scored by the accuracy source (0: evaluator only)
+
+
+def config_from_dict(cls: type[C], d: dict[str, Any] | None, where: str) -> C:
+    """Build a config dataclass, rejecting unknown keys with a did-you-mean."""
+    d = dict(d or {})
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = [k for k in d if k not in names]
+    if unknown:
+        parts = []
+        for u in unknown:
+            close = difflib.get_close_matches(u, names, n=1)
+            parts.append(repr(u) + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise BadInputError(f"unknown key(s) {', '.join(parts)} in {where}; valid keys: {', '.join(names)}")
+    types = {f.name: f.type for f in dataclasses.fields(cls)}
+    for k, v in d.items():
+        t = str(types[k])
+        ok = {
+            "int": isinstance(v, int) and not isinstance(v, bool),
+            "bool": isinstance(v, bool),
+            "float": isinstance(v, (int, float)) and not isinstance(v, bool),
+            "float | None": v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)),
+        }.get(t, True)
+        if not ok:
+            raise BadInputError(f"{where}.{k} must be of type {t}, got {v!r}")
+    return cls(**d)
+
+
+def config_to_dict(cfg: Any) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)

@@ -1,0 +1,164 @@
+"""`nagkit train`: evaluator then generator for a workspace; artifacts are saved atomically.
+
+Each model is a torch ``state_dict`` (``evaluator.pt``, ``generator.pt``) plus a JSON config
+beside it (``evaluator.json``, ``generator.json``) with the budget grid, hyper-parameters,
+space, provenance (dataset sha256, seed, versions) and training report. Loading rebuilds the
+module from the JSON and reads the weights with ``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from nagkit.errors import ArtifactError, CheckpointError
+from nagkit.io import atomic_torch_save, atomic_write_json
+from nagkit.nag.budgets import BudgetGrid
+from nagkit.nag.config import BudgetConfig, EvaluatorConfig, GeneratorConfig, config_from_dict
+from nagkit.nag.decisions import Decisions, from_archs
+from nagkit.nag.evaluator import Evaluator, train_evaluator
+from nagkit.nag.generator import Generator, train_generator
+from nagkit.space.space import SearchSpace
+
+ARTIFACT_SCHEMA = 1
+
+
+def make_grid(cfg: BudgetConfig, dataset_range: tuple[float, float]) -> BudgetGrid:
+    lo = cfg.min_ms if cfg.min_ms is not None else dataset_range[0]
+    hi = cfg.max_ms if cfg.max_ms is not None else dataset_range[1]
+    return BudgetGrid.evenly(float(lo), float(hi), cfg.k)
+
+
+def evaluator_reward(evaluator: Evaluator, table, space: SearchSpace) -> Callable[[Decisions, np.ndarray], torch.Tensor]:
+    """R(alpha|B; w) of sampled decisions (latency from the table when the evaluator uses it)."""
+
+    def reward(dec: Decisions, budgets: np.ndarray) -> torch.Tensor:
+        lat = table.predict_many(space, dec.to_archs(space)) if evaluator.cfg.latency_feature else np.zeros(len(dec))
+        with torch.no_grad():
+            return evaluator.score(evaluator.features(dec, lat), torch.from_numpy(budgets).float())
+
+    return reward
+
+
+def train_models(space: SearchSpace, table, archs, lat: np.ndarray, acc: np.ndarray, *,
+                 budgets: BudgetConfig, evaluator_cfg: EvaluatorConfig, generator_cfg: GeneratorConfig,
+                 source=None, progress_eval=None, progress_gen=None,
+                 log: Callable[[str], None] | None = None) -> tuple[Evaluator, Generator, dict[str, Any]]:
+    """Evaluator, then generator; then ``refine_rounds`` rounds of frontier refinement, which
+    need the accuracy source (its queries are counted in the report)."""
+    grid = make_grid(budgets, (float(np.min(lat)), float(np.max(lat))))
+    archs, lat, acc = list(archs), np.asarray(lat, float), np.asarray(acc, float)
+    dec = from_archs(space, archs)
+    t0 = time.perf_counter()
+    ev, ev_report = train_evaluator(space, dec, lat, acc, grid, evaluator_cfg,
+                                    embed_dim=budgets.embed_dim, progress=progress_eval)
+    _freeze(ev)
+    reward = evaluator_reward(ev, table, space)
+    gen, gen_report = train_generator(space, grid, generator_cfg, reward, embed_dim=budgets.embed_dim,
+                                      progress=progress_gen)
+    gc = generator_cfg
+    rounds: list[dict[str, Any]] = []
+    q0 = source.queries if source is not None else 0
+    if gc.refine_rounds > 0 and source is None:
+        from nagkit.errors import BadInputError
+
+        raise BadInputError("generator.refine_rounds > 0 needs the workspace's accuracy source")
+    for rnd in range(gc.refine_rounds):
+        rng = np.random.default_rng(gc.seed + 1000 + rnd)
+        bud = grid.stratified(gc.refine_samples, rng)
+        with torch.no_grad():
+            new_dec, _, _ = gen(torch.from_numpy(bud).float(),
+                                generator=torch.Generator().manual_seed(gc.seed + 1000 + rnd))
+        new_archs = new_dec.to_archs(space)
+        keep, seen = [], {str(a) for a in archs}
+        for i, a in enumerate(new_archs):
+            if str(a) not in seen:
+                seen.add(str(a))
+                keep.append(i)
+        new_archs = [new_archs[i] for i in keep]
+        if new_archs:
+            archs += new_archs
+            lat = np.concatenate([lat, table.predict_many(space, new_archs)])
+            acc = np.concatenate([acc, source.evaluate(new_archs)])
+        dec = from_archs(space, archs)
+        ev, ev_r = train_evaluator(space, dec, lat, acc, grid, evaluator_cfg, embed_dim=budgets.embed_dim,
+                                   model=ev, epochs=gc.refine_epochs, seed_offset=1 + rnd)
+        _freeze(ev)
+        gen, gen_r = train_generator(space, grid, gc, evaluator_reward(ev, table, space),
+                                     embed_dim=budgets.embed_dim, gen=gen, steps=gc.refine_steps,
+                                     seed_offset=1 + rnd)
+        rounds.append({"round": rnd + 1, "new_archs": len(new_archs), "dataset_size": len(archs),
+                       "holdout": ev_r.get("holdout", {}).get("mean_kendall_tau"),
+                       "final_reward": gen_r["history"][-1]["reward"] if gen_r["history"] else None})
+        if log:
+            log(f"refinement round {rnd + 1}/{gc.refine_rounds}: +{len(new_archs)} archs")
+    report = {"grid_ms": list(grid.values), "evaluator": ev_report, "generator": gen_report,
+              "refinement": rounds,
+              "refinement_queries": (source.queries - q0) if source is not None else 0,
+              "seconds": time.perf_counter() - t0, "torch_threads": torch.get_num_threads()}
+    return ev, gen, report
+
+
+def _freeze(model: torch.nn.Module) -> None:
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+
+
+# -- artifacts ---------------------------------------------------------------------------
+def _json_path(pt: Path) -> Path:
+    return pt.with_suffix(".json")
+
+
+def save_model(path: str | Path, model: torch.nn.Module, provenance: dict[str, Any], report: dict[str, Any]) -> None:
+    from nagkit import __version__
+
+    path = Path(path)
+    meta = {"schema": ARTIFACT_SCHEMA, "kind": type(model).__name__.lower(), **model.config_dict(),
+            "provenance": {**provenance, "nagkit_version": __version__, "torch_version": torch.__version__},
+            "report": report}
+    atomic_torch_save(path, {k: v.detach().clone() for k, v in model.state_dict().items()})
+    atomic_write_json(_json_path(path), meta)
+
+
+def load_model(path: str | Path, kind: str, space: SearchSpace | None = None):
+    """Rebuild an ``evaluator`` or ``generator`` from ``X.pt`` + ``X.json``."""
+    path = Path(path)
+    jp = _json_path(path)
+    if not path.is_file() or not jp.is_file():
+        missing = path if not path.is_file() else jp
+        raise ArtifactError(f"{kind} artifact {str(missing)!r} is missing",
+                            hint="train it with `nagkit train --workspace W`")
+    try:
+        meta = json.loads(jp.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ArtifactError(f"{str(jp)!r} is corrupt ({e.msg}); retrain with `nagkit train`") from None
+    if meta.get("schema") != ARTIFACT_SCHEMA or meta.get("kind") != kind:
+        raise ArtifactError(f"{str(jp)!r} is not a nagkit {kind} (schema {ARTIFACT_SCHEMA}); "
+                            f"found kind {meta.get('kind')!r} schema {meta.get('schema')!r}",
+                            hint="retrain with `nagkit train --workspace W`")
+    sp = SearchSpace.from_dict(meta["space"])
+    if space is not None and sp != space:
+        raise ArtifactError(f"{kind} {str(path)!r} was trained for space {sp.name!r}, not {space.name!r}",
+                            hint="retrain with `nagkit train --workspace W`")
+    grid = BudgetGrid(tuple(meta["grid"]["values"]))
+    if kind == "evaluator":
+        model = Evaluator(sp, grid, config_from_dict(EvaluatorConfig, meta["evaluator"], str(jp)), meta["embed_dim"])
+    else:
+        model = Generator(sp, grid, config_from_dict(GeneratorConfig, meta["generator"], str(jp)), meta["embed_dim"])
+    try:
+        sd = torch.load(path, map_location="cpu", weights_only=True)
+        model.load_state_dict(sd, strict=True)
+    except Exception as e:  # noqa: BLE001 - a truncated or foreign file
+        raise CheckpointError(f"cannot load {kind} weights {str(path)!r}: {str(e).splitlines()[0]}",
+                              hint="retrain with `nagkit train --workspace W`") from None
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model, meta

@@ -1,0 +1,254 @@
+"""Baseline searches behind the ask/tell interface of :mod:`nagkit.search.base`.
+
+- ``evolution``: OFA's evolutionary search (population 100, 25% parents, 50% mutation with
+  p = 0.1, the rest crossover, 500 generations; the latency constraint by rejection sampling).
+  It evaluates 100 + 75 per generation = 37,600 archs in 500 generations, as OFA does.
+- ``random``: uniform samples within the budget (rejection sampling), batches of 100.
+- ``mnasnet`` / ``tunas``: REINFORCE on a factorised categorical policy with MnasNet's reward
+  acc * (lat/B)^w (w = -0.07) or TuNAS's acc + beta * |lat/B - 1| (beta = -0.07).
+- ``nsga2``: pymoo's NSGA-II on integer genomes, objectives (-acc, latency), constraint
+  latency <= B; driven through pymoo's own ask/tell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from nagkit.nag.decisions import Decisions, n_choices, step_layout
+from nagkit.registry import Registry
+from nagkit.search.base import METHODS, SearchMethod, SearchProblem
+from nagkit.space.arch import Arch
+from nagkit.space.sampling import Genome, crossover_genome, genome_of, mutate_genome
+
+
+class Evolution(SearchMethod):
+    name = "evolution"
+
+    def __init__(self, problem: SearchProblem, seed: int = 0, population: int = 100, parent_ratio: float = 0.25,
+                 mutation_ratio: float = 0.5, mutate_prob: float = 0.1, generations: int = 500):
+        super().__init__(problem, seed)
+        self.population_size, self.generations = population, generations
+        self.n_parents = int(round(population * parent_ratio))
+        self.n_mutate = int(round(population * mutation_ratio))
+        self.n_cross = population - self.n_parents - self.n_mutate
+        self.mutate_prob = mutate_prob
+        self.pop: list[tuple[Genome, float]] = []
+        self._pending: list[Genome] = []
+        self.gen = 0
+
+    @property
+    def finished(self) -> bool:  # type: ignore[override]
+        return self.gen > self.generations
+
+    def _parents(self) -> list[Genome]:
+        return [g for g, _ in sorted(self.pop, key=lambda x: -x[1])[: self.n_parents]]
+
+    def _children(self, parents: list[Genome], reject: bool) -> list[Genome]:
+        sp, rng, prob = self.problem.space, self.rng, self.problem
+
+        def mut():
+            return mutate_genome(sp, parents[int(rng.integers(len(parents)))], rng, self.mutate_prob)
+
+        def cross():
+            a, b = rng.integers(len(parents), size=2)
+            return crossover_genome(parents[int(a)], parents[int(b)], rng)
+
+        if not reject:
+            return [mut() for _ in range(self.n_mutate)] + [cross() for _ in range(self.n_cross)]
+        return prob.feasible_genomes(rng, self.n_mutate, mut) + prob.feasible_genomes(rng, self.n_cross, cross)
+
+    def ask(self) -> list[Arch]:
+        if self.gen == 0:
+            self._pending = self.problem.feasible_genomes(self.rng, self.population_size)
+        else:
+            self._pending = self._children(self._parents(), reject=True)
+        return [g.to_arch(self.problem.space) for g in self._pending]
+
+    def tell(self, archs, acc, lat) -> None:
+        told = list(zip(self._pending[: len(archs)], (float(a) for a in acc)))
+        self.pop = told if self.gen == 0 else [p for p in sorted(self.pop, key=lambda x: -x[1])[: self.n_parents]] + told
+        self.gen += 1
+
+    def proposals(self, n: int) -> list[Arch]:
+        parents = self._parents() if self.pop else self.problem.feasible_genomes(self.rng, self.n_parents)
+        out: list[Genome] = []
+        while len(out) < n:
+            out += self._children(parents, reject=False)
+        return [g.to_arch(self.problem.space) for g in out[:n]]
+
+    def settings(self) -> dict[str, Any]:
+        return {"population": self.population_size, "parents": self.n_parents, "mutations": self.n_mutate,
+                "crossovers": self.n_cross, "mutate_prob": self.mutate_prob, "generations": self.generations,
+                "constraint": "rejection sampling"}
+
+
+class RandomSearch(SearchMethod):
+    name = "random"
+
+    def __init__(self, problem: SearchProblem, seed: int = 0, batch: int = 100):
+        super().__init__(problem, seed)
+        self.batch = batch
+
+    def ask(self) -> list[Arch]:
+        return [g.to_arch(self.problem.space) for g in self.problem.feasible_genomes(self.rng, self.batch)]
+
+    def tell(self, archs, acc, lat) -> None:
+        pass
+
+    def settings(self) -> dict[str, Any]:
+        return {"batch": self.batch, "constraint": "rejection sampling"}
+
+
+# -- RL baselines ----------------------------------------------------------------------------
+REWARDS: Registry[Any] = Registry("reward")
+REWARDS.register("mnasnet", lambda acc, lat, b, w=-0.07: acc * (lat / b) ** w)
+REWARDS.register("tunas", lambda acc, lat, b, beta=-0.07: acc + beta * np.abs(lat / b - 1.0))
+
+
+class PolicySearch(SearchMethod):
+    """REINFORCE on independent categorical decisions (the layout of the NAG generator)."""
+
+    def __init__(self, problem: SearchProblem, seed: int = 0, reward: str = "mnasnet", batch: int = 50,
+                 lr: float = 0.1, baseline_decay: float = 0.9, coef: float = -0.07):
+        super().__init__(problem, seed)
+        self.name, self.reward_name, self.coef = reward, reward, coef
+        self.reward = REWARDS.get(reward)
+        self.batch, self.lr, self.decay = batch, lr, baseline_decay
+        sp = problem.space
+        self.layout = step_layout(sp)
+        self.logits = [np.zeros(n_choices(sp, kind)) for kind, _, _ in self.layout]
+        self.baseline: float | None = None
+        self._choices: np.ndarray | None = None
+
+    def _sample(self, n: int) -> tuple[np.ndarray, list[Arch]]:
+        sp = self.problem.space
+        ch = np.zeros((n, len(self.layout)), dtype=np.int64)
+        for t, lg in enumerate(self.logits):
+            p = np.exp(lg - lg.max())
+            p /= p.sum()
+            ch[:, t] = self.rng.choice(len(p), size=n, p=p)
+        return ch, self._to_decisions(ch).to_archs(sp)
+
+    def _to_decisions(self, ch: np.ndarray) -> Decisions:
+        sp = self.problem.space
+        md, n = sp.max_depth, len(ch)
+        r = np.zeros(n, dtype=np.int64)
+        depth = np.zeros((n, sp.n_stages), dtype=np.int64)
+        k = np.zeros((n, sp.n_block_slots), dtype=np.int64)
+        e = np.zeros((n, sp.n_block_slots), dtype=np.int64)
+        for t, (kind, s, j) in enumerate(self.layout):
+            if kind == "r":
+                r = ch[:, t]
+            elif kind == "depth":
+                depth[:, s] = ch[:, t]
+            else:
+                (k if kind == "k" else e)[:, s * md + j] = ch[:, t]
+        return Decisions(r, depth, k, e)
+
+    def ask(self) -> list[Arch]:
+        self._choices, archs = self._sample(self.batch)
+        return archs
+
+    def tell(self, archs, acc, lat) -> None:
+        ch = self._choices[: len(archs)]
+        arg = {"w": self.coef} if self.reward_name == "mnasnet" else {"beta": self.coef}
+        rew = self.reward(np.asarray(acc), np.asarray(lat), self.problem.budget_ms, **arg)
+        mean = float(rew.mean())
+        self.baseline = mean if self.baseline is None else self.decay * self.baseline + (1 - self.decay) * mean
+        adv = (rew - self.baseline) / (rew.std() + 1e-8)
+        active = self._to_decisions(ch).active(self.problem.space)
+        for t, (kind, s, j) in enumerate(self.layout):
+            lg = self.logits[t]
+            p = np.exp(lg - lg.max())
+            p /= p.sum()
+            live = active[:, s * self.problem.space.max_depth + j] if kind in ("k", "e") else np.ones(len(ch), bool)
+            onehot = np.eye(len(lg))[ch[:, t]]
+            grad = ((onehot - p) * (adv * live)[:, None]).mean(axis=0)
+            self.logits[t] = lg + self.lr * grad
+
+    def proposals(self, n: int) -> list[Arch]:
+        return self._sample(n)[1]
+
+    def settings(self) -> dict[str, Any]:
+        coef = "w" if self.reward_name == "mnasnet" else "beta"
+        return {"reward": self.reward_name, coef: self.coef, "batch": self.batch, "lr": self.lr,
+                "baseline_decay": self.decay}
+
+
+class NSGA2Search(SearchMethod):
+    name = "nsga2"
+
+    def __init__(self, problem: SearchProblem, seed: int = 0, population: int = 100, offspring: int = 75):
+        super().__init__(problem, seed)
+        from pymoo.algorithms.moo.nsga2 import NSGA2
+        from pymoo.core.problem import Problem
+        from pymoo.operators.crossover.sbx import SBX
+        from pymoo.operators.mutation.pm import PM
+        from pymoo.operators.repair.rounding import RoundingRepair
+        from pymoo.operators.sampling.rnd import IntegerRandomSampling
+
+        sp = problem.space
+        self.layout = step_layout(sp)
+        ub = np.array([n_choices(sp, kind) - 1 for kind, _, _ in self.layout])
+        self._pm_problem = Problem(n_var=len(ub), n_obj=2, n_ieq_constr=1, xl=np.zeros(len(ub)), xu=ub, vtype=int)
+        self.algorithm = NSGA2(pop_size=population, n_offsprings=offspring, sampling=IntegerRandomSampling(),
+                               crossover=SBX(prob=0.9, eta=15, vtype=float, repair=RoundingRepair()),
+                               mutation=PM(eta=20, vtype=float, repair=RoundingRepair()),
+                               eliminate_duplicates=True)
+        self.algorithm.setup(self._pm_problem, seed=seed, verbose=False)
+        self._policy = PolicySearch(problem, seed)  # reuse its choices -> arch mapping
+        self._pop = None
+        self._recent: list[Arch] = []
+        self.population, self.offspring = population, offspring
+
+    def ask(self) -> list[Arch]:
+        self._pop = self.algorithm.ask()
+        x = np.asarray(self._pop.get("X")).round().astype(np.int64)
+        archs = self._policy._to_decisions(x).to_archs(self.problem.space)
+        self._recent = (self._recent + archs)[-1000:]
+        return archs
+
+    def tell(self, archs, acc, lat) -> None:
+        from pymoo.core.evaluator import Evaluator
+        from pymoo.problems.static import StaticProblem
+
+        pop = self._pop[: len(archs)]
+        f = np.stack([-np.asarray(acc), np.asarray(lat)], axis=1)
+        g = (np.asarray(lat) - self.problem.budget_ms).reshape(-1, 1)
+        Evaluator().eval(StaticProblem(self._pm_problem, F=f, G=g), pop)
+        self.algorithm.tell(infills=pop)
+
+    def proposals(self, n: int) -> list[Arch]:
+        recent = self._recent or self._policy._sample(n)[1]
+        return [recent[i % len(recent)] for i in range(n)]
+
+    def settings(self) -> dict[str, Any]:
+        return {"population": self.population, "offspring": self.offspring, "library": "pymoo NSGA2",
+                "constraint": "latency <= budget (constrained domination)"}
+
+
+METHODS.register("evolution", lambda p, s, **kw: Evolution(p, s, **kw))
+METHODS.register("random", lambda p, s, **kw: RandomSearch(p, s, **kw))
+METHODS.register("mnasnet", lambda p, s, **kw: PolicySearch(p, s, reward="mnasnet", **kw))
+METHODS.register("tunas", lambda p, s, **kw: PolicySearch(p, s, reward="tunas", **kw))
+METHODS.register("nsga2", lambda p, s, **kw: NSGA2Search(p, s, **kw))
+
+
+def default_stop(name: str, queries: int | None = None):
+    """Each method's default schedule; a query budget caps any of them."""
+    from nagkit.search.base import QueryBudget, Steps
+
+    steps = {"evolution": 501, "random": 376, "mnasnet": 752, "tunas": 752, "nsga2": 501}[name]
+    stop = Steps(steps)
+    return stop | QueryBudget(queries) if queries else stop
+
+
+def genomes_to_archs(space, genomes: Sequence[Genome]) -> list[Arch]:
+    return [g.to_arch(space) for g in genomes]
+
+
+__all__ = ["Evolution", "RandomSearch", "PolicySearch", "NSGA2Search", "REWARDS", "default_stop",
+           "genome_of", "genomes_to_archs"]
