@@ -109,6 +109,8 @@ def make_manifest(
     """
     if input_shape is None:
         input_shape = list(export.input_shape) if export is not None else [1, space.in_channels, arch.r, arch.r]
+    if accuracy is not None and not math.isfinite(float(accuracy)):
+        accuracy = None  # unknown (e.g. a fallback candidate without an estimate): recorded as null
     if accuracy is not None and not accuracy_source:
         raise BadInputError("an accuracy needs its source (e.g. 'supernet eval, ImageNet val 10k')")
     if measured is not None and hasattr(measured, "to_dict"):

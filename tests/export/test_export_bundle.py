@@ -145,6 +145,12 @@ def test_invalid_manifest_is_refused_and_nothing_written(exported, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_unknown_accuracy_is_null(exported):
+    assert _manifest(exported, accuracy=float("nan"), accuracy_source="x")["accuracy"] is None
+    with pytest.raises(BadInputError, match="source"):
+        _manifest(exported, accuracy=0.5)
+
+
 def test_nan_in_manifest_is_refused(exported, tmp_path):
     with pytest.raises(BadInputError, match="NaN"):
         write_bundle(tmp_path / "b", exported[3].paths, _manifest(exported, budget_ms=float("nan")))
