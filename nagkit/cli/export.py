@@ -24,10 +24,11 @@ from nagkit.cli.options import emit, json_option, log, seed_option, space_option
               "('{\"ks\": [20], \"e\": [20], \"d\": [5], \"r\": 224}'), or @FILE holding either.")
 @click.option("--format", "fmt", type=click.Choice(["onnx", "tflite", "both"]), default="both",
               show_default=True, help="What to write.")
-@click.option("--out", "out", required=True, type=click.Path(file_okay=True, dir_okay=True, path_type=Path),
+@click.option("--out", "out", default=None, type=click.Path(file_okay=True, dir_okay=True, path_type=Path),
               metavar="DIR",
               help="Output FOLDER (created if missing); the files are DIR/model.onnx and DIR/model.tflite. "
-              "With --bundle, DIR becomes a bundle folder and DIR.zip is written beside it.")
+              "With --bundle, DIR becomes a bundle folder and DIR.zip is written beside it. "
+              "[default: nagkit-export/<canonical arch>]")
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True,
               help="Fixed batch size of the exported models' input (N x 3 x r x r, NCHW).")
 @click.option("--bundle", "as_bundle", is_flag=True,
@@ -36,7 +37,7 @@ from nagkit.cli.options import emit, json_option, log, seed_option, space_option
 @seed_option
 @json_option
 @verbosity_option
-def export(weights: str | None, random_init: bool, space_name: str, arch_text: str, fmt: str, out: Path,
+def export(weights: str | None, random_init: bool, space_name: str, arch_text: str, fmt: str, out: Path | None,
            batch: int, as_bundle: bool, force: bool, seed: int, as_json: bool) -> None:
     """Export the subnet ARCH of a supernet checkpoint to ONNX and/or TFLite.
 
@@ -69,7 +70,7 @@ def export(weights: str | None, random_init: bool, space_name: str, arch_text: s
                             hint=f"nagkit export --weights CKPT --space {sp.name} --arch ... --out DIR")
     if weights is not None and random_init:
         raise BadInputError("--weights and --random-init exclude each other; pass one")
-    out = Path(out)
+    out = Path(out) if out is not None else Path("nagkit-export") / str(arch)
     if out.suffix.lower() in (".onnx", ".tflite", ".zip"):
         raise BadInputError(f"--out {str(out)!r} looks like a file name; --out is a folder "
                             f"(the files are written as {str(out.with_suffix(''))}/model.onnx, .../model.tflite)",

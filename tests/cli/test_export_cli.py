@@ -149,13 +149,17 @@ def test_golden_case1_acceptance_both_formats(capsys, tmp_path):
 
 
 @pytest.mark.slow
-def test_golden_case5_onnx_with_batch_2(capsys, tmp_path):
-    """Mixed depths at r=128, exported with the golden input's batch of 2."""
-    out = tmp_path / "g5"
+def test_golden_case5_onnx_with_batch_2(capsys, tmp_path, monkeypatch):
+    """Mixed depths at r=128, exported with the golden input's batch of 2, to the default --out."""
+    monkeypatch.chdir(tmp_path)
     res = run_cli_inproc(["export", "--weights", str(CKPT), "--arch", case_arch_json(5), "--format", "onnx",
-                          "--batch", "2", "--out", str(out)], capsys)
+                          "--batch", "2"], capsys)
     assert res.code == 0, res.err
-    assert "parity max|diff|" in res.out and str(out / "model.onnx") in res.out
+    from nagkit.space import get_space
+
+    arch = get_space("ofa-mbv3-w1.0").parse_arch(case_arch_json(5))
+    out = tmp_path / "nagkit-export" / str(arch)
+    assert "parity max|diff|" in res.out and f"nagkit-export/{arch}/model.onnx" in res.out
     from nagkit.export.runtime import load_model
 
     t = torch.load(GOLDEN / "golden_cases.pt", weights_only=True)["case5"]
