@@ -31,15 +31,22 @@ workspace_option = click.option(
 
 
 def verbosity_option(f: Callable) -> Callable:
-    def _cb(ctx: click.Context, param: click.Parameter, value: int) -> int:
-        level = {-1: logging.ERROR, 0: logging.WARNING, 1: logging.INFO}.get(value, logging.DEBUG)
-        setup_logging(level)
+    """-v/-vv for more logging on stderr, -q for errors only."""
+
+    def _verbose(ctx: click.Context, param: click.Parameter, value: int) -> int:
+        if value:
+            setup_logging(logging.INFO if value == 1 else logging.DEBUG)
         return value
 
-    f = click.option("-v", "--verbose", count=True, expose_value=False, callback=_cb, is_eager=True,
+    def _quiet(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+        if value:
+            setup_logging(logging.ERROR)
+        return value
+
+    f = click.option("-v", "--verbose", count=True, expose_value=False, callback=_verbose,
                      help="More logging on stderr (-vv for debug).")(f)
-    f = click.option("-q", "--quiet", "verbose", flag_value=-1, expose_value=False, callback=_cb,
-                     is_eager=True, help="Only errors on stderr.")(f)
+    f = click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_quiet,
+                     help="Only errors on stderr.")(f)
     return f
 
 
