@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -94,3 +96,20 @@ def config_from_dict(cls: type[C], d: dict[str, Any] | None, where: str) -> C:
 
 def config_to_dict(cfg: Any) -> dict[str, Any]:
     return dataclasses.asdict(cfg)
+
+
+@contextmanager
+def torch_threads(n: int | None = None):
+    """Run torch with ``n`` intra-op threads (default ``NAGKIT_TORCH_THREADS`` or 1).
+
+    The NAG models are small: on a shared 2-core CPU, two OpenMP threads per op were 8-80x
+    slower than one (spin-waiting under contention), so one thread is the default."""
+    n = n or int(os.environ.get("NAGKIT_TORCH_THREADS", "1"))
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield n
+    finally:
+        torch.set_num_threads(old)

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from nagkit.nag.budgets import BudgetGrid, make_embedding
-from nagkit.nag.config import EvaluatorConfig
+from nagkit.nag.config import torch_threads, EvaluatorConfig
 from nagkit.nag.decisions import Decisions, onehot, onehot_dim
 from nagkit.space.space import SearchSpace
 
@@ -93,7 +93,7 @@ class Evaluator(nn.Module):
                 "embed_dim": self.embed.table.shape[1], "space": self.space.to_dict()}
 
 
-def train_evaluator(space: SearchSpace, dec: Decisions, lat: np.ndarray, acc: np.ndarray, grid: BudgetGrid,
+def _train_evaluator(space: SearchSpace, dec: Decisions, lat: np.ndarray, acc: np.ndarray, grid: BudgetGrid,
                     cfg: EvaluatorConfig, embed_dim: int = 32,
                     progress: Callable[[int, int, float], None] | None = None,
                     model: Evaluator | None = None, epochs: int | None = None,
@@ -176,3 +176,9 @@ def ranking_metrics(scores: np.ndarray, acc: np.ndarray, lat: np.ndarray, budget
             "mean_pairwise_accuracy": float(np.nanmean([p["pairwise_accuracy"] for p in per])),
             "mean_kendall_tau": float(np.nanmean([p["kendall_tau"] for p in per])),
             "mean_kendall_tau_feasible": float(np.nanmean([p["kendall_tau_feasible"] for p in per]))}
+
+
+def train_evaluator(*args, **kwargs):
+    """See :func:`_train_evaluator`; runs with :func:`nagkit.nag.config.torch_threads`."""
+    with torch_threads():
+        return _train_evaluator(*args, **kwargs)

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from nagkit.nag.budgets import BudgetGrid, make_embedding
-from nagkit.nag.config import GeneratorConfig
+from nagkit.nag.config import torch_threads, GeneratorConfig
 from nagkit.nag.decisions import Decisions, n_choices, step_layout
 from nagkit.space.space import SearchSpace
 
@@ -95,7 +95,7 @@ class Generator(nn.Module):
 RewardFn = Callable[[Decisions, np.ndarray], torch.Tensor]
 
 
-def train_generator(space: SearchSpace, grid: BudgetGrid, cfg: GeneratorConfig, reward_fn: RewardFn,
+def _train_generator(space: SearchSpace, grid: BudgetGrid, cfg: GeneratorConfig, reward_fn: RewardFn,
                     embed_dim: int = 32, progress: Callable[[int, int, float], None] | None = None,
                     log_every: int = 25, gen: Generator | None = None, steps: int | None = None,
                     seed_offset: int = 0) -> tuple[Generator, dict]:
@@ -130,7 +130,7 @@ def train_generator(space: SearchSpace, grid: BudgetGrid, cfg: GeneratorConfig, 
         nn.utils.clip_grad_norm_(gen.parameters(), 5.0)
         opt.step()
         if step % log_every == 0 or step == n_steps - 1:
-            history.append({"step": step, "reward": float(rew.mean()), "entropy": float(ent.mean())})
+            history.append({"step": step, "reward": float(rew.mean()), "entropy": float(ent.detach().mean())})
         if progress:
             progress(step + 1, n_steps, float(rew.mean()))
     gen.eval()
@@ -144,3 +144,9 @@ def sample_archs(gen: Generator, budgets_ms: np.ndarray, n: int, seed: int) -> t
     with torch.no_grad():
         dec, _, _ = gen(torch.from_numpy(bud).float(), generator=tgen)
     return dec, bud
+
+
+def train_generator(*args, **kwargs):
+    """See :func:`_train_generator`; runs with :func:`nagkit.nag.config.torch_threads`."""
+    with torch_threads():
+        return _train_generator(*args, **kwargs)

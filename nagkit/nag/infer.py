@@ -105,6 +105,13 @@ class NagModel:
         """Ranked candidates per budget. ``rerank`` > 0 re-scores the evaluator's top
         ``rerank`` feasible candidates with the accuracy source; ``accuracy`` queries the
         source for the returned candidates (``top`` of them) so they carry a real accuracy."""
+        from nagkit.nag.train import torch_threads
+
+        with torch_threads():
+            return self._generate(budgets, samples=samples, rerank=rerank, max_rounds=max_rounds, seed=seed,
+                                  top=top, accuracy=accuracy)
+
+    def _generate(self, budgets, *, samples, rerank, max_rounds, seed, top, accuracy) -> list[BudgetResult]:
         budgets = [float(b) for b in self.grid.check(budgets)]
         t0 = time.perf_counter()
         pool: dict[int, dict[str, tuple[Arch, float]]] = {i: {} for i in range(len(budgets))}

@@ -20,13 +20,15 @@ import torch
 from nagkit.errors import ArtifactError, CheckpointError
 from nagkit.io import atomic_torch_save, atomic_write_json
 from nagkit.nag.budgets import BudgetGrid
-from nagkit.nag.config import BudgetConfig, EvaluatorConfig, GeneratorConfig, config_from_dict
+from nagkit.nag.config import BudgetConfig, EvaluatorConfig, GeneratorConfig, config_from_dict, torch_threads
 from nagkit.nag.decisions import Decisions, from_archs
 from nagkit.nag.evaluator import Evaluator, train_evaluator
 from nagkit.nag.generator import Generator, train_generator
 from nagkit.space.space import SearchSpace
 
 ARTIFACT_SCHEMA = 1
+
+
 
 
 def make_grid(cfg: BudgetConfig, dataset_range: tuple[float, float]) -> BudgetGrid:
@@ -52,6 +54,14 @@ def train_models(space: SearchSpace, table, archs, lat: np.ndarray, acc: np.ndar
                  log: Callable[[str], None] | None = None) -> tuple[Evaluator, Generator, dict[str, Any]]:
     """Evaluator, then generator; then ``refine_rounds`` rounds of frontier refinement, which
     need the accuracy source (its queries are counted in the report)."""
+    with torch_threads():
+        return _train_models(space, table, archs, lat, acc, budgets=budgets, evaluator_cfg=evaluator_cfg,
+                             generator_cfg=generator_cfg, source=source, progress_eval=progress_eval,
+                             progress_gen=progress_gen, log=log)
+
+
+def _train_models(space, table, archs, lat, acc, *, budgets, evaluator_cfg, generator_cfg, source,
+                  progress_eval, progress_gen, log):
     grid = make_grid(budgets, (float(np.min(lat)), float(np.max(lat))))
     archs, lat, acc = list(archs), np.asarray(lat, float), np.asarray(acc, float)
     dec = from_archs(space, archs)
