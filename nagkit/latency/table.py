@@ -359,10 +359,8 @@ class LatencyTable:
         for r in space.resolutions:
             fixed, slots = self._arrays(space, r)
             if not np.isfinite(fixed) or not np.all(np.isfinite(slots)):
-                a = space.largest(r)
-                self.predict(space, a, calibrated=False)
-                self.predict(space, space.smallest(r), calibrated=False)
-                raise self._missing("(a block of some arch)", r)
+                missing = self.missing_keys(space, [r])
+                raise self._missing(missing[0] if missing else "(unknown)", r)
             smin = slots.reshape(slots.shape[0], -1).min(axis=1)
             smax = slots.reshape(slots.shape[0], -1).max(axis=1)
             rlo, rhi = fixed, fixed

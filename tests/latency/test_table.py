@@ -151,3 +151,12 @@ def test_cli_refuses_corrupt_table_one_line_exit_2(lat_table, tmp_path, cli_env)
     assert "Traceback" not in res.err
     assert res.err.startswith("error: ") and "truncated or corrupt" in res.err.splitlines()[0]
     assert res.out == ""
+
+
+def test_latency_range_names_a_missing_block(lat_space, lat_table):
+    key = next(k for k in lat_table.entries if k.startswith("final_expand-in4x4"))
+    entries = {k: v for k, v in lat_table.entries.items() if k != key}
+    t = LatencyTable.create(lat_space, entries, device={"spec": "cpu"}, runtime={},
+                            resolutions=lat_space.resolutions)
+    with pytest.raises(MissingBlockError, match=key):
+        t.latency_range(lat_space)
