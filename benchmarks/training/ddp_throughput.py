@@ -47,7 +47,7 @@ def main() -> int:
     ap.add_argument("--data-dir", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--space", default="fmnist-mbv3-w0.5")
-    ap.add_argument("--train-images", type=int, default=51200)
+    ap.add_argument("--train-images", type=int, default=25600)
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--workdir", default="out/ddp_bench")
     a = ap.parse_args()

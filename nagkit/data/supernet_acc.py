@@ -206,11 +206,16 @@ def make_evaluate_fn(ckpt: Path, space: SearchSpace, options: dict[str, Any]) ->
 # -- durable per-arch results -------------------------------------------------------------------
 def append_results(path: Path, results: dict[str, float], key: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and path.stat().st_size:
+        raw = path.read_bytes()
+        if not raw.endswith(b"\n"):  # cut the torn last line of an interrupted run
+            with open(path, "r+b") as f:
+                f.truncate(raw.rfind(b"\n") + 1)
     fresh = not path.exists() or path.stat().st_size == 0
     with open(path, "a", encoding="utf-8") as f:
         if fresh:
             f.write(json.dumps({"nagkit_supernet_acc": 1, **key}) + "\n")
-        f.write("".join(json.dumps({"arch": a, "accuracy": round(float(v), 6)}) + "\n" for a, v in results.items()))
+        f.write("".join(json.dumps({"arch": a, "accuracy": float(v)}) + "\n" for a, v in results.items()))
         f.flush()
         os.fsync(f.fileno())
 

@@ -384,6 +384,8 @@ class Trainer:
                         t0, n0 = time.perf_counter(), st.step
                     if stop and st.step < spe:
                         self.save_state()
+                        if self.env.is_main:
+                            self.write_final(complete=False)
                         barrier(self.env)
                         return "stopped"
                     if ckpt and st.step < spe:
@@ -415,6 +417,8 @@ class Trainer:
                 stop = (max_steps is not None and st.global_step >= max_steps) or (
                     max_seconds is not None and time.monotonic() - t_start >= max_seconds)
                 if stop and st.phase < len(cfg.phases):
+                    if self.env.is_main:
+                        self.write_final(complete=False)
                     return "stopped"
                 if last:
                     break
@@ -424,14 +428,16 @@ class Trainer:
         return "done"
 
     # -- final artifact --------------------------------------------------------------------------
-    def write_final(self) -> Path:
+    def write_final(self, complete: bool = True) -> Path:
         metrics = [r for r in self.state.log if r.get("done")]
         final_val = next((r.get("val") for r in reversed(self.state.log) if "val" in r), None)
         meta = {
             "format": FORMAT,
             "space": self.space.to_dict(),
             "state_dict": {k: v.float() if v.is_floating_point() else v for k, v in _cpu_sd(self.net).items()},
-            "train": json.dumps({"config": self.cfg.to_dict(), "phases": metrics, "final_val": final_val,
+            "train": json.dumps({"complete": complete, "progress": {"phase": self.state.phase, "epoch": self.state.epoch,
+                                                                    "step": self.state.step},
+                                 "config": self.cfg.to_dict(), "phases": metrics, "final_val": final_val,
                                  "data": self.data.provenance, "world_size": self.env.world_size,
                                  "device": _device_name(self.device), "torch": torch.__version__,
                                  "python": platform.python_version()}),

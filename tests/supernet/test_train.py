@@ -84,6 +84,7 @@ def test_trains_through_every_phase(full_run, space):
     for k, v in tr.net.state_dict().items():
         assert torch.equal(net.state_dict()[k], v.float() if v.is_floating_point() else v)
     meta = read_train_meta(out / FINAL_NAME)
+    assert meta["complete"] is True
     assert [p["phase"] for p in meta["phases"]] == [r["phase"] for r in done]
     lines = (out / LOG_NAME).read_text().splitlines()
     assert len(lines) == len(tr.state.log) and json.loads(lines[-1])["phase"] == "expand2"
@@ -97,7 +98,9 @@ def test_resume_is_bitwise_identical(full_run, space, tmp_path):
     # Interrupt mid-epoch in the kernel phase (step 4), then mid-epoch in expand1 (step 11).
     tr = Trainer(space, _cfg(space), _data(), tmp_path)
     assert tr.run(max_steps=4) == "stopped"
-    assert (tmp_path / STATE_NAME).is_file() and not (tmp_path / FINAL_NAME).exists()
+    assert (tmp_path / STATE_NAME).is_file()
+    partial = read_train_meta(tmp_path / FINAL_NAME)  # a usable, labelled partial checkpoint
+    assert partial["complete"] is False and partial["progress"] == {"phase": 1, "epoch": 0, "step": 1}
     tr = Trainer(space, _cfg(space), _data(), tmp_path)
     assert tr.run(resume=True, max_steps=11) == "stopped"
     assert (tr.state.phase, tr.state.step) == (3, 2)
