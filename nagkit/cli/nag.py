@@ -7,19 +7,23 @@ import click
 from nagkit.cli.options import emit, json_option, log, verbosity_option, workspace_option
 
 
-def _progress(label: str, total: int):
-    """A rich progress bar on stderr; returns (context manager, update(done, total, ...))."""
+def _progress(*tasks: tuple[str, int]):
+    """Rich progress bars on stderr: returns (context manager, one update(done, total, value)
+    callback per task)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    prog = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-                    TimeRemainingColumn(), console=Console(stderr=True), transient=False)
-    task = prog.add_task(label, total=total, info="")
+    prog = Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=Console(stderr=True))
+    updates = []
+    for label, total in tasks:
+        task = prog.add_task(label, total=total, info="")
 
-    def update(done: int, tot: int, value: float | None = None) -> None:
-        prog.update(task, completed=done, total=tot, info="" if value is None else f"{value:.4g}")
+        def update(done: int, tot: int, value: float | None = None, _task=task) -> None:
+            prog.update(_task, completed=done, total=tot, info="" if value is None else f"{value:.4g}")
 
-    return prog, update
+        updates.append(update)
+    return prog, *updates
 
 
 def _parse_budgets(values: tuple[str, ...]) -> list[float]:
@@ -60,7 +64,7 @@ def dataset(workspace, n, seed, out, as_json):
     if done:
         log(f"resuming {path}: {done} rows already collected")
     table, source = ws.latency_table, ws.open_accuracy_source()
-    prog, update = _progress("dataset", n)
+    prog, update = _progress(("dataset", n))
     with prog:
         ds = collect(path, space=ws.space, table=table, source=source, n=n, seed=seed,
                      table_prov=ws.latency_table_provenance(), progress=lambda d, t: update(d, t))
@@ -98,11 +102,8 @@ def train(workspace, dataset_path, as_json):
     ec, gc = ws.evaluator_config, ws.generator_config
     source = ws.open_accuracy_source() if gc.refine_rounds > 0 else None
     torch.manual_seed(ws.seed)
-    pe, ue = _progress("evaluator", ec.epochs)
-    with pe:
-        pass
-    pg, ug = _progress("generator", gc.steps)
-    with pe, pg:
+    prog, ue, ug = _progress(("evaluator", ec.epochs), ("generator", gc.steps))
+    with prog:
         ev, gen, report = train_models(ws.space, ws.latency_table, ds.archs, ds.latency_ms, ds.accuracy,
                                        budgets=ws.budgets, evaluator_cfg=ec, generator_cfg=gc, source=source,
                                        progress_eval=ue, progress_gen=ug, log=log)

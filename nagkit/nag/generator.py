@@ -1,6 +1,7 @@
 """The budget-conditioned generator f(B; theta) and its REINFORCE trainer.
 
-An LSTM reads the budget embedding g(B) (with the previous decision's token) at every step
+An LSTM reads the budget embedding g(B) (its initial state is a function of g(B), and g(B)
+is part of its input, with the previous decision's token, at every step)
 and emits the architecture decisions one by one (:func:`nagkit.nag.decisions.step_layout`):
 resolution when the space has several, then per stage its depth followed by each slot's
 kernel and expand ratio. Decisions of slots beyond a stage's depth are sampled but masked
@@ -39,6 +40,7 @@ class Generator(nn.Module):
         self.embed = make_embedding(grid, embed_dim)
         self.tokens = nn.Embedding(t * self.cmax + 1, cfg.token_dim)
         self.cell = nn.LSTMCell(embed_dim + cfg.token_dim, cfg.hidden)
+        self.init_state = nn.Linear(embed_dim, 2 * cfg.hidden)  # (h0, c0) from g(B)
         self.head_w = nn.Parameter(torch.randn(t, cfg.hidden, self.cmax) * 0.01)
         self.head_b = nn.Parameter(torch.zeros(t, self.cmax))
         mask = torch.full((t, self.cmax), float("-inf"))
@@ -52,8 +54,7 @@ class Generator(nn.Module):
         sp = self.space
         n, md = budgets.shape[0], sp.max_depth
         g = self.embed(budgets)
-        h = torch.zeros(n, self.cfg.hidden)
-        c = torch.zeros(n, self.cfg.hidden)
+        h, c = torch.tanh(self.init_state(g)).chunk(2, dim=1)
         prev = torch.full((n,), len(self.layout) * self.cmax, dtype=torch.long)
         r = torch.zeros(n, dtype=torch.long)
         depth = torch.zeros(n, sp.n_stages, dtype=torch.long)

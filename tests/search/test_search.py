@@ -1,0 +1,91 @@
+"""Baselines behind ask/tell, stopping rules, rewards, hypervolume."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from nagkit.data.accuracy import open_accuracy_source
+from nagkit.data.synthetic import MacsLatencyTable, tiny_space
+from nagkit.errors import UnknownNameError
+from nagkit.search.base import Plateau, QueryBudget, SearchProblem, Steps, TimeLimit, make_method, run_search
+from nagkit.search.compare import hypervolume
+from nagkit.search.methods import REWARDS, default_stop
+
+SP = tiny_space()
+TABLE = MacsLatencyTable()
+
+
+def problem(budget=2.0):
+    return SearchProblem(SP, TABLE, open_accuracy_source("synthetic:", SP), budget)
+
+
+def test_stop_rules_compose_and_query_budget_is_exact():
+    stop = Steps(100) | QueryBudget(250) | TimeLimit(60)
+    res = run_search(make_method("random", problem(), seed=0), stop)
+    assert res.queries == 250 and res.steps == 3
+    res = run_search(make_method("random", problem(), seed=0), Steps(2) | QueryBudget(10_000))
+    assert res.queries == 200 and res.steps == 2
+
+
+def test_plateau_stops_a_stalled_search():
+    res = run_search(make_method("random", problem(), seed=0), Plateau(2) | Steps(1000))
+    assert res.steps < 1000
+
+
+def test_evolution_respects_the_budget_and_improves():
+    prob = problem(2.0)
+    evo = make_method("evolution", prob, seed=0, generations=8)
+    res = run_search(evo, default_stop("evolution"))
+    assert res.queries == 100 + 8 * 75 and res.steps == 9
+    assert res.latency_ms <= 2.0
+    first_gen_best = res.history[0][1]
+    assert res.accuracy > first_gen_best
+    assert res.settings["population"] == 100 and res.settings["parents"] == 25 and res.settings["mutations"] == 50
+    props = evo.proposals(200)
+    assert len(props) == 200 and 0 < np.mean(TABLE.predict_many(SP, props) <= 2.0) <= 1
+
+
+def test_same_seed_same_search():
+    a = run_search(make_method("evolution", problem(), seed=1, generations=3), Steps(10))
+    b = run_search(make_method("evolution", problem(), seed=1, generations=3), Steps(10))
+    assert a.arch == b.arch and a.accuracy == b.accuracy
+
+
+def test_rewards_match_their_papers():
+    mnas, tunas = REWARDS.get("mnasnet"), REWARDS.get("tunas")
+    assert mnas(0.8, 20.0, 10.0) == pytest.approx(0.8 * 2 ** -0.07)
+    assert mnas(0.8, 10.0, 10.0) == pytest.approx(0.8)
+    assert tunas(0.8, 15.0, 10.0) == pytest.approx(0.8 - 0.07 * 0.5)
+    assert tunas(0.8, 5.0, 10.0) == pytest.approx(0.8 - 0.07 * 0.5)
+
+
+@pytest.mark.parametrize("name", ["mnasnet", "tunas"])
+def test_rl_policy_moves_toward_the_budget(name):
+    prob = problem(1.5)
+    m = make_method(name, prob, seed=0, batch=40, lr=0.3)
+    before = np.abs(TABLE.predict_many(SP, m.proposals(300)) / 1.5 - 1).mean()
+    res = run_search(m, Steps(40))
+    after = np.abs(TABLE.predict_many(SP, m.proposals(300)) / 1.5 - 1).mean()
+    assert res.queries == 1600 and after < before
+
+
+def test_nsga2_via_pymoo_ask_tell():
+    res = run_search(make_method("nsga2", problem(2.0), seed=0), Steps(5))
+    assert res.queries == 100 + 4 * 75
+    assert res.arch is not None and res.latency_ms <= 2.0 and 0 < res.accuracy < 1
+
+
+def test_unknown_method_did_you_mean():
+    with pytest.raises(UnknownNameError, match="did you mean 'evolution'"):
+        make_method("evolutoin", problem())
+
+
+def test_hypervolume_by_hand():
+    # two points: (10 ms, 80%) and (20 ms, 85%), reference (30 ms, 70%)
+    assert hypervolume([(10, 80), (20, 85)], 30, 70) == pytest.approx(10 * 10 + 10 * 15)
+    # a dominated point adds nothing; points beyond the reference are ignored
+    assert hypervolume([(10, 80), (20, 85), (25, 84), (40, 99)], 30, 70) == pytest.approx(250)
+    assert hypervolume([], 30, 70) == 0 and not math.isnan(hypervolume([(10, 60)], 30, 70))
