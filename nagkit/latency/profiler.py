@@ -123,6 +123,37 @@ class Journal:
         self.blocks[key] = rec
 
 
+class journal_lock:
+    """An exclusive ``flock`` on ``<journal>.lock`` for one profile run: a second profile of
+    the same output is refused instead of interleaving its measurements. The kernel releases
+    the lock when the process dies, even on ``kill -9``."""
+
+    def __init__(self, jpath: Path):
+        self.path = jpath.with_name(jpath.name + ".lock")
+        self.fd: int | None = None
+
+    def __enter__(self) -> journal_lock:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self.fd)
+            self.fd = None
+            raise BadInputError(
+                f"another `nagkit profile` is writing {str(self.path.with_suffix(''))!r} right now",
+                hint="wait for it to finish (or stop it), then rerun with --resume") from None
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self.fd is not None:
+            os.close(self.fd)  # releases the flock
+            self.fd = None
+        return False
+
+
 def _fsync_dir(d: Path) -> None:
     try:
         fd = os.open(d, os.O_RDONLY)
@@ -199,6 +230,24 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
     layers = unique_layers(space, res)
     jpath = journal_path(out)
     ident = device_identity(device)
+    with journal_lock(jpath):
+        journal, cache, measured, resumed = _run(device, space, layers, jpath, ident, resume, force, cfg,
+                                                 cache_dir, progress, command, jobs)
+    table = build_table(device, space, res, journal, layers, provenance_extra={
+        "journal": str(jpath), "block_cache": cache.info(), "command": command,
+        "measure_config": cfg.to_dict() if cfg is not None else "device default",
+        "measured_this_run": len(measured), "resumed_from_journal": len(resumed),
+        "elapsed_s": round(time.perf_counter() - t0, 3)})
+    table.save(out)
+    return ProfileResult(LatencyTable.load(out), out, jpath, measured, resumed,
+                         time.perf_counter() - t0, cache.info())
+
+
+def _run(device, space, layers, jpath: Path, ident, resume: bool, force: bool, cfg, cache_dir, progress: bool,
+         command, jobs):
+    if jpath.exists() and b"\n" not in jpath.read_bytes():
+        log.warning("journal %s has no complete line (killed while starting); starting over", jpath)
+        jpath.unlink()
     if jpath.exists() and resume:
         journal = Journal.open(jpath)
         check_journal_matches(journal, ident, space)
@@ -227,14 +276,7 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
                            wall_s=round(time.perf_counter() - t1, 4))
             measured.append(key)
             advance(key)
-    table = build_table(device, space, res, journal, layers, provenance_extra={
-        "journal": str(jpath), "block_cache": cache.info(), "command": command,
-        "measure_config": cfg.to_dict() if cfg is not None else "device default",
-        "measured_this_run": len(measured), "resumed_from_journal": len(resumed),
-        "elapsed_s": round(time.perf_counter() - t0, 3)})
-    table.save(out)
-    return ProfileResult(LatencyTable.load(out), out, jpath, measured, resumed,
-                         time.perf_counter() - t0, cache.info())
+    return journal, cache, measured, resumed
 
 
 def _measure_block(device, cache: BlockCache, key: str, layer: LayerSpec, cfg):

@@ -88,7 +88,7 @@ def test_kill_and_resume_loses_and_repeats_nothing(setup, tmp_path, cli_env):
 def test_profile_refuses_foreign_or_existing_journal(setup, tmp_path, cli_env):
     from nagkit.devices.registry import get_device
     from nagkit.errors import BadInputError
-    from nagkit.latency.profiler import profile
+    from nagkit.latency.profiler import journal_path, profile
 
     space, space_file, device = setup
     dev_file = device("fast", FAST_MEASURE)
@@ -105,6 +105,11 @@ def test_profile_refuses_foreign_or_existing_journal(setup, tmp_path, cli_env):
         again = profile(dev, space, [32], out, resume=True, cache_dir=cache, progress=False)
         assert again.measured == [] and len(again.resumed) == len(first.measured)
         assert again.table.entries == first.table.entries
+        # killed while writing the header: nothing was measured, so it starts over
+        torn = tmp_path / "torn.json"
+        journal_path(torn).write_text('{"type": "header", "form')
+        fresh = profile(dev, space, [32], torn, resume=True, cache_dir=cache, progress=False)
+        assert len(fresh.measured) == len(first.measured)
     with get_device("cpu:runtime=onnxruntime,threads=2") as other:
         with pytest.raises(BadInputError, match="was made for device"):
             profile(other, space, [32], out, resume=True, cache_dir=cache, progress=False)
@@ -131,3 +136,16 @@ def test_corrupt_journal_line_is_refused(tmp_path, lat_space):
     assert list(j2.blocks) == ["a"]
     j2.append("b", {"median_ms": 2.5})
     assert list(Journal.open(j.path).blocks) == ["a", "b"]
+
+
+def test_a_second_profile_of_the_same_output_is_refused(tmp_path):
+    from nagkit.errors import BadInputError
+    from nagkit.latency.profiler import journal_lock, journal_path
+
+    j = journal_path(tmp_path / "t.json")
+    with journal_lock(j):
+        with pytest.raises(BadInputError, match="another `nagkit profile` is writing"):
+            with journal_lock(j):
+                pass
+    with journal_lock(j):  # released again
+        pass
