@@ -34,13 +34,19 @@ def test_elastic_kernel_uses_transform_matrices(tiny_space):
     net = OFAMobileNetV3(tiny_space).eval()
     _perturb(net)
     arch = tiny_space.smallest()
-    x = torch.randn(1, 3, arch.r, arch.r)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 3, arch.r, arch.r, generator=g)
+    blk = net.blocks[1]
     with torch.no_grad():
-        y0 = net.set_active(arch)(x)
-        blk = net.blocks[1].conv.depth_conv.conv
-        getattr(blk, "5to3_matrix").mul_(2.0)
-        y1 = net(x)
-    assert not torch.allclose(y0, y1)
+        net.set_active(arch)
+        h = net.blocks[0](net.first_conv(x))
+        y0 = blk(h)
+        w0 = blk.conv.depth_conv.conv.active_filter(blk.conv.max_mid, 3).clone()
+        getattr(blk.conv.depth_conv.conv, "5to3_matrix").mul_(2.0)
+        y1 = blk(h)
+        w1 = blk.conv.depth_conv.conv.active_filter(blk.conv.max_mid, 3)
+    assert torch.allclose(w1, 2 * w0, atol=1e-6)  # the 3x3 kernel is the 5x5 centre through 5to3
+    assert (y0 - y1).abs().max() > 1e-3
 
 
 def test_sort_channels_preserves_largest_and_orders_importance(tiny_space):
