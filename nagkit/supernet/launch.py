@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,9 @@ def train_worker(env: ddp.DistEnv, opts: dict[str, Any]) -> None:
 
     if env.device == "cpu" and opts.get("threads"):
         torch.set_num_threads(int(opts["threads"]))
+    if env.device.startswith("cuda") and os.environ.get("NAGKIT_CUDNN") == "0":
+        # A/B switch for the per-conv-shape set-up cost seen on H200 (docs/decisions.md, 2).
+        torch.backends.cudnn.enabled = False
     space = SearchSpace.from_dict(opts["space"])
     cfg = TrainConfig.from_dict(opts["config"])
     sp = load_splits(opts["data_dir"], n_val=opts["n_val"], seed=opts["val_seed"], with_test=False)
