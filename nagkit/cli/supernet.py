@@ -110,7 +110,8 @@ def train_cmd(workspace, out, data_dir, device_name, gpus, resume, epochs_spec, 
                                                      "largest.")
 @click.option("--split", type=click.Choice(["val", "test"]), default="val", show_default=True)
 @click.option("--data-dir", default=None, help="Folder with the Fashion-MNIST IDX files.")
-@click.option("--calib-images", type=int, default=2000, show_default=True, help="Images for BN recalibration.")
+@click.option("--calib-images", type=int, default=None, help="Images for BN recalibration (default: the "
+                                                           "workspace's accuracy_options, else 2000).")
 @click.option("--device", "device_name", type=click.Choice(["cpu", "cuda"]), default=None)
 @json_option
 @verbosity_option
@@ -126,8 +127,11 @@ def eval_cmd(workspace, ckpt, archs, split, data_dir, calib_images, device_name,
 
         raise BadInputError(f"workspace {ws.name!r} names no supernet and --ckpt is not given",
                             hint=f"train one with `nagkit supernet train --workspace {ws.ref}`")
-    ev = SupernetEvaluator(path, ws.space, {"data_dir": data_dir, "split": split, "calib_images": calib_images,
-                                            "device": device})
+    opts = {k: v for k, v in ws.accuracy_options.items() if k not in ("cache", "device", "split")}
+    opts.update({"data_dir": data_dir, "split": split, "device": device})
+    if calib_images is not None:
+        opts["calib_images"] = calib_images
+    ev = SupernetEvaluator(path, ws.space, opts)
     arch_list = [ws.space.parse_arch(a) for a in archs] or [ws.space.smallest(), ws.space.largest()]
     acc = ev(arch_list)
     rows = [{"arch": str(a), "accuracy": float(x), "params": ws.space.params(a), "macs": ws.space.macs(a)}

@@ -112,7 +112,15 @@ class SupernetEvaluator:
     def __init__(self, ckpt: str | os.PathLike, space: SearchSpace, options: dict[str, Any] | None = None):
         self.ckpt = str(ckpt)
         self.space = space
-        self.opts = check_options(dict(options or {}))
+        options = {k: v for k, v in dict(options or {}).items() if v is not None}
+        split = _training_split(self.ckpt)
+        for k, v in split.items():  # validate on images the supernet did not train on
+            if k in options and options[k] != v:
+                raise BadInputError(
+                    f"supernet accuracy option {k}={options[k]!r} differs from the split the checkpoint was trained "
+                    f"with ({k}={v!r}): validation images would overlap training images",
+                    hint=f"drop {k} from accuracy_options (it defaults to the checkpoint's)")
+        self.opts = check_options({**split, **options})
         self.queries = 0
         self._local: _Worker | None = None
         self._pool = None
@@ -196,6 +204,19 @@ class SupernetEvaluator:
             self.close()
         except Exception:
             pass
+
+
+def _training_split(ckpt: str) -> dict[str, Any]:
+    """``n_val``/``val_seed`` recorded by ``nagkit supernet train`` (empty for other checkpoints)."""
+    from nagkit.errors import ArtifactError
+
+    try:
+        from nagkit.supernet.train import read_train_meta
+
+        data = read_train_meta(ckpt).get("data", {})
+    except ArtifactError:
+        return {}
+    return {k: data[k] for k in ("n_val", "val_seed") if k in data}
 
 
 def make_evaluate_fn(ckpt: Path, space: SearchSpace, options: dict[str, Any]) -> SupernetEvaluator:

@@ -110,3 +110,15 @@ def test_cpu_workers_match_one_process(setup):
     finally:
         ev.close()
     assert np.array_equal(one, two)
+
+
+def test_validation_split_follows_the_checkpoint(setup, tmp_path):
+    space, ckpt, opts, _ = setup
+    raw = torch.load(ckpt, weights_only=True)
+    raw["train"] = json.dumps({"data": {"n_val": 12, "val_seed": 3}})
+    p = tmp_path / "trained.pt"
+    atomic_torch_save(p, raw)
+    ev = SupernetEvaluator(p, space, {k: v for k, v in opts.items() if k != "n_val"})
+    assert (ev.opts["n_val"], ev.opts["val_seed"]) == (12, 3)
+    with pytest.raises(BadInputError, match="val_seed=0 differs .* would overlap training images"):
+        SupernetEvaluator(p, space, {**opts, "val_seed": 0})

@@ -129,3 +129,54 @@ def test_parse_epochs():
     with pytest.raises(BadInputError, match="batch size"):
         Trainer(SearchSpace(name="x", in_channels=1, n_classes=10, resolutions=(28,)),
                 TrainConfig(phases=(), batch_size=64), _data(), "/nonexistent")
+
+
+def _write_idx(folder, n_train=40, n_test=8):
+    import gzip
+    import struct
+
+    from nagkit.data.fmnist import FILES
+
+    rng = np.random.default_rng(1)
+    for split, n in (("train", n_train), ("test", n_test)):
+        y = rng.integers(0, 10, n).astype(np.uint8)
+        x = rng.integers(0, 256, (n, 28, 28)).astype(np.uint8)
+        for stem, arr in zip(FILES[split], (x, y)):
+            hdr = struct.pack(">BBBB", 0, 0, 8, arr.ndim) + struct.pack(f">{arr.ndim}I", *arr.shape)
+            (folder / (stem + ".gz")).write_bytes(gzip.compress(hdr + arr.tobytes()))
+
+
+@pytest.mark.slow
+def test_cli_train_eval_and_corrupt_data(space, tmp_path, cli_env):
+    import subprocess
+    import sys
+
+    data = tmp_path / "idx"
+    data.mkdir()
+    _write_idx(data)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    sp = "\n".join(f"{k} = {json.dumps(v)}" for k, v in space.to_dict().items() if k != "labels")
+    (ws / "nagkit.toml").write_text(f'name = "t"\nlatency_table = "synthetic:"\naccuracy = "supernet:supernet/supernet.pt"\n'
+                                    f'supernet = "supernet/supernet.pt"\n[space]\n{sp}\n')
+    env = {**cli_env, "NAGKIT_FMNIST_DIR": str(data)}
+
+    def nagkit(*args):
+        return subprocess.run([sys.executable, "-m", "nagkit", *args], env=env, capture_output=True, text=True,
+                              timeout=300)
+
+    r = nagkit("supernet", "train", "--workspace", str(ws), "--device", "cpu", "--threads", "1", "--epochs",
+               "full=1,kernel=1,depth=1,expand=1", "--batch-size", "16", "--n-val", "8", "--eval-per-phase", "--json")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["status"] == "done" and [p["phase"] for p in res["phases"]][-1] == "expand2"
+    r = nagkit("supernet", "eval", "--workspace", str(ws), "--device", "cpu", "--calib-images", "16", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["results"]
+    assert len(rows) == 2 and all(0 <= x["accuracy"] <= 1 for x in rows)
+    # A truncated IDX file: exit 2 and a message naming the file and the problem.
+    p = data / "train-images-idx3-ubyte.gz"
+    p.write_bytes(p.read_bytes()[:200])
+    r = nagkit("supernet", "train", "--workspace", str(ws), "--device", "cpu", "--out", str(tmp_path / "o2"))
+    assert r.returncode == 2
+    assert "train-images-idx3-ubyte.gz" in r.stderr and "truncated or corrupt gzip" in r.stderr
