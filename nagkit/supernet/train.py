@@ -465,3 +465,10 @@ def read_train_meta(path: str | Path) -> dict[str, Any]:
     if obj.get("format") != FORMAT:
         raise ArtifactError(f"{str(path)!r} is not a checkpoint written by `nagkit supernet train`")
     return json.loads(obj.get("train", "{}"))
+
+
+def finetune_subnet(ws, sub, *, epochs: int, seed: int = 0, **kw):
+    """See :func:`nagkit.supernet.finetune.finetune_subnet` (the build command's hook)."""
+    from nagkit.supernet.finetune import finetune_subnet as _ft
+
+    return _ft(ws, sub, epochs=epochs, seed=seed, **kw)

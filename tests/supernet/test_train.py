@@ -180,3 +180,32 @@ def test_cli_train_eval_and_corrupt_data(space, tmp_path, cli_env):
     r = nagkit("supernet", "train", "--workspace", str(ws), "--device", "cpu", "--out", str(tmp_path / "o2"))
     assert r.returncode == 2
     assert "train-images-idx3-ubyte.gz" in r.stderr and "truncated or corrupt gzip" in r.stderr
+
+
+def test_recalibrate_and_finetune_subnet(space, tmp_path):
+    from types import SimpleNamespace
+
+    from nagkit.supernet import OFAMobileNetV3
+    from nagkit.supernet.finetune import finetune_subnet, recalibrate_subnet
+
+    _write_idx(tmp_path, n_train=48)
+    ws = SimpleNamespace(space=space, accuracy_options={"n_val": 8, "calib_images": 16},
+                         supernet_path=lambda: None)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        net = OFAMobileNetV3(space)
+    arch = space.smallest(32)
+    sub = net.extract(arch)
+    before = sub.blocks[1].conv.depth_conv.bn.running_var.clone()
+    recalibrate_subnet(ws, sub, data_dir=str(tmp_path))
+    after = sub.blocks[1].conv.depth_conv.bn.running_var.clone()
+    assert not torch.equal(before, after) and not sub.training
+    again = recalibrate_subnet(ws, net.extract(arch), data_dir=str(tmp_path))  # same images: same statistics
+    assert torch.equal(again.blocks[1].conv.depth_conv.bn.running_var, after)
+    w0 = sub.classifier.linear.weight.clone()
+    tuned = finetune_subnet(ws, sub, epochs=1, batch_size=16, data_dir=str(tmp_path))
+    out = tuned(torch.zeros(2, 1, 32, 32))
+    assert out.shape == (2, 10) and torch.isfinite(out).all()
+    assert not torch.equal(w0, tuned.classifier.linear.weight)
+    with pytest.raises(BadInputError, match="at least 1 epoch"):
+        finetune_subnet(ws, sub, epochs=0, data_dir=str(tmp_path))
