@@ -93,6 +93,8 @@ def main() -> int:
     ap.add_argument("--rerank", type=int, default=None)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "nag" / "ofa_note10.json"))
     ap.add_argument("--note", default="")
+    ap.add_argument("--train-seconds", type=float, default=None,
+                    help="wall time of the `nagkit train` run (with --skip-train)")
     args = ap.parse_args()
 
     from nagkit.data.dataset import collect, load_dataset
@@ -131,6 +133,17 @@ def main() -> int:
                            "refinement_queries": rep["refinement_queries"], "refinement": rep["refinement"],
                            "holdout": rep["evaluator"].get("holdout"),
                            "torch_threads": rep["torch_threads"], "target_seconds": 180}
+    else:  # trained by `nagkit train`: its reports carry the timings
+        ev_meta = json.loads(ws.artifact_path("evaluator").with_suffix(".json").read_text())
+        gen_meta = json.loads(ws.artifact_path("generator").with_suffix(".json").read_text())
+        out["training"] = {"source": "reports in evaluator.json / generator.json (from `nagkit train`)",
+                           "evaluator_seconds": ev_meta["report"]["seconds"],
+                           "generator_seconds": gen_meta["report"]["seconds"],
+                           "refinement": gen_meta["report"].get("refinement"),
+                           "accuracy_queries": gen_meta["provenance"].get("accuracy_queries"),
+                           "holdout": ev_meta["report"].get("holdout"), "target_seconds": 180}
+        if args.train_seconds:
+            out["training"]["seconds_total"] = args.train_seconds
     model = NagModel.from_workspace(ws)
     source.reset_queries()
     out["nag"] = nag_section(ws, model, source, rerank, ws.inference.samples)

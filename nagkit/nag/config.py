@@ -52,11 +52,18 @@ class GeneratorConfig:
     lr: float = 3e-3
     entropy: float = 0.01  # lambda
     baseline_decay: float = 0.9
+    # Extra penalty (in R units) on sampled archs over their budget by the table latency:
+    # reward = R - penalty * (1 + 10 * (c/B - 1)) when c > B. 0 = the paper's pure R.
+    infeasible_penalty: float = 0.0
     # Frontier refinement: after training, sample archs from the generator, query the
     # accuracy source for them (counted), add them to the data, fine-tune evaluator and
     # generator. 0 rounds = the paper's one-shot training on the uniform dataset.
     refine_rounds: int = 0
-    refine_samples: int = 1000
+    refine_samples: int = 1000  # accuracy queries per round (at most)
+    refine_budgets: int = 20  # budgets per round (one per slice of the range)
+    refine_pool: int = 200  # generator samples per budget to choose the queried archs from
+    refine_temperature: float = 1.5  # sampling temperature of those samples (diversity)
+    refine_oversample: int = 8  # refinement samples appear this many times per evaluator epoch
     refine_epochs: int = 6
     refine_steps: int = 200
     seed: int = 0

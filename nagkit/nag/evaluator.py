@@ -97,7 +97,7 @@ def _train_evaluator(space: SearchSpace, dec: Decisions, lat: np.ndarray, acc: n
                     cfg: EvaluatorConfig, embed_dim: int = 32,
                     progress: Callable[[int, int, float], None] | None = None,
                     model: Evaluator | None = None, epochs: int | None = None,
-                    seed_offset: int = 0) -> tuple[Evaluator, dict]:
+                    seed_offset: int = 0, repeat: np.ndarray | None = None) -> tuple[Evaluator, dict]:
     """Train on a dataset (or fine-tune ``model``); returns the model and a report with
     held-out ranking metrics."""
     torch.manual_seed(cfg.seed + seed_offset)
@@ -106,6 +106,8 @@ def _train_evaluator(space: SearchSpace, dec: Decisions, lat: np.ndarray, acc: n
     perm = np.random.default_rng(cfg.seed).permutation(n)
     n_hold = int(round(n * cfg.holdout)) if n >= 20 else 0
     hold, train = perm[:n_hold], perm[n_hold:]
+    if repeat is not None:  # oversampling (e.g. refinement samples near the frontier)
+        train = np.repeat(train, np.asarray(repeat)[train])
     model = model if model is not None else Evaluator(space, grid, cfg, embed_dim)
     n_epochs = cfg.epochs if epochs is None else epochs
     for p in model.parameters():

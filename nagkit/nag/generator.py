@@ -49,7 +49,7 @@ class Generator(nn.Module):
         self.register_buffer("logit_mask", mask)
 
     def forward(self, budgets: torch.Tensor, generator: torch.Generator | None = None,
-                greedy: bool = False) -> tuple[Decisions, torch.Tensor, torch.Tensor]:
+                greedy: bool = False, temperature: float = 1.0) -> tuple[Decisions, torch.Tensor, torch.Tensor]:
         """Sample one arch per budget. Returns decisions, log pi(alpha|B) [n], entropy [n]."""
         sp = self.space
         n, md = budgets.shape[0], sp.max_depth
@@ -65,7 +65,7 @@ class Generator(nn.Module):
         depth_vals = torch.tensor(sp.depth_list)
         for t, (kind, s, j) in enumerate(self.layout):
             h, c = self.cell(torch.cat([g, self.tokens(prev)], dim=1), (h, c))
-            logits = h @ self.head_w[t] + self.head_b[t] + self.logit_mask[t]
+            logits = (h @ self.head_w[t] + self.head_b[t]) / temperature + self.logit_mask[t]
             logq = torch.log_softmax(logits, dim=-1)
             if greedy:
                 a = logq.argmax(dim=-1)
@@ -138,12 +138,13 @@ def _train_generator(space: SearchSpace, grid: BudgetGrid, cfg: GeneratorConfig,
     return gen, {"steps": n_steps, "seconds": time.perf_counter() - t0, "history": history}
 
 
-def sample_archs(gen: Generator, budgets_ms: np.ndarray, n: int, seed: int) -> tuple[Decisions, np.ndarray]:
+def sample_archs(gen: Generator, budgets_ms: np.ndarray, n: int, seed: int,
+                 temperature: float = 1.0) -> tuple[Decisions, np.ndarray]:
     """``n`` samples per budget (one batch); returns decisions and the budget of each row."""
     bud = np.repeat(np.asarray(budgets_ms, dtype=np.float64), n)
     tgen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        dec, _, _ = gen(torch.from_numpy(bud).float(), generator=tgen)
+        dec, _, _ = gen(torch.from_numpy(bud).float(), generator=tgen, temperature=temperature)
     return dec, bud
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from nagkit.errors import CheckFailedError
+from nagkit.nag.decisions import Decisions
 from nagkit.nag.generator import sample_archs
 from nagkit.space.arch import Arch
 
@@ -111,10 +112,22 @@ class NagModel:
             return self._generate(budgets, samples=samples, rerank=rerank, max_rounds=max_rounds, seed=seed,
                                   top=top, accuracy=accuracy)
 
+    def _unique_feasible(self, dec, budget: float) -> tuple[Decisions, np.ndarray, int]:
+        """Unique rows of ``dec`` (inactive slots ignored), their table latency, and how many
+        of the raw samples fit ``budget``. Only unique archs are built and looked up."""
+        key = np.concatenate([dec.r[:, None], dec.depth, np.where(dec.active(self.space), dec.k + 1, 0),
+                              np.where(dec.active(self.space), dec.e + 1, 0)], axis=1)
+        _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+        uniq = dec.select(first)
+        lat = self.table.predict_many(self.space, uniq.to_archs(self.space))
+        n_fit = int((lat[inverse.reshape(-1)] <= budget).sum())
+        keep = lat <= budget
+        return uniq.select(np.flatnonzero(keep)), lat[keep], n_fit
+
     def _generate(self, budgets, *, samples, rerank, max_rounds, seed, top, accuracy) -> list[BudgetResult]:
         budgets = [float(b) for b in self.grid.check(budgets)]
         t0 = time.perf_counter()
-        pool: dict[int, dict[str, tuple[Arch, float]]] = {i: {} for i in range(len(budgets))}
+        pool: dict[int, list[tuple[Decisions, np.ndarray]]] = {i: [] for i in range(len(budgets))}
         n_sampled = [0] * len(budgets)
         n_feas = [0] * len(budgets)
         rounds = [0] * len(budgets)
@@ -122,15 +135,15 @@ class NagModel:
         for rnd in range(max(1, max_rounds)):
             if not todo:
                 break
-            archs, lat, _ = self.sample([budgets[i] for i in todo], samples, seed=seed + 7919 * rnd)
+            dec, _ = sample_archs(self.generator, np.array([budgets[i] for i in todo]), samples,
+                                  seed=seed + 7919 * rnd)
             for j, i in enumerate(todo):
                 rounds[i] += 1
-                sl = slice(j * samples, (j + 1) * samples)
                 n_sampled[i] += samples
-                for a, l in zip(archs[sl], lat[sl]):
-                    if l <= budgets[i]:
-                        n_feas[i] += 1
-                        pool[i].setdefault(str(a), (a, float(l)))
+                d, lat, n_fit = self._unique_feasible(dec.select(slice(j * samples, (j + 1) * samples)), budgets[i])
+                n_feas[i] += n_fit
+                if len(d):
+                    pool[i].append((d, lat))
             todo = [i for i in todo if not pool[i]]
         if todo:
             i = todo[0]
@@ -141,11 +154,23 @@ class NagModel:
         results = []
         for i, b in enumerate(budgets):
             t1 = time.perf_counter()
-            archs = [v[0] for v in pool[i].values()]
-            lat = np.array([v[1] for v in pool[i].values()])
-            sc = self.scores(archs, lat, np.full(len(archs), b))
+            d, lat = pool[i][0]
+            for d2, l2 in pool[i][1:]:  # several rounds: merge (duplicates across rounds are dropped below)
+                d = Decisions(np.concatenate([d.r, d2.r]), np.concatenate([d.depth, d2.depth]),
+                              np.concatenate([d.k, d2.k]), np.concatenate([d.e, d2.e]))
+                lat = np.concatenate([lat, l2])
+            archs = d.to_archs(self.space)
+            with torch.no_grad():
+                x = self.evaluator.features(d, lat)
+                sc = self.evaluator.score(x, torch.full((len(archs),), b)).numpy()
             order = np.argsort(-sc, kind="stable")
-            cands = [Candidate(archs[j], float(lat[j]), float(sc[j])) for j in order]
+            seen: set[str] = set()
+            cands = []
+            for j in order:
+                key = str(archs[j])
+                if key not in seen:
+                    seen.add(key)
+                    cands.append(Candidate(archs[j], float(lat[j]), float(sc[j])))
             q0 = self.source.queries if self.source is not None else 0
             if rerank > 0 and self.source is not None:
                 head = cands[:rerank]

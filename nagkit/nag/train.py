@@ -37,13 +37,21 @@ def make_grid(cfg: BudgetConfig, dataset_range: tuple[float, float]) -> BudgetGr
     return BudgetGrid.evenly(float(lo), float(hi), cfg.k)
 
 
-def evaluator_reward(evaluator: Evaluator, table, space: SearchSpace) -> Callable[[Decisions, np.ndarray], torch.Tensor]:
-    """R(alpha|B; w) of sampled decisions (latency from the table when the evaluator uses it)."""
+def evaluator_reward(evaluator: Evaluator, table, space: SearchSpace,
+                     infeasible_penalty: float = 0.0) -> Callable[[Decisions, np.ndarray], torch.Tensor]:
+    """R(alpha|B; w) of sampled decisions (latency from the table when the evaluator uses it),
+    minus ``infeasible_penalty * (1 + 10 * (c/B - 1))`` for archs over budget."""
 
     def reward(dec: Decisions, budgets: np.ndarray) -> torch.Tensor:
-        lat = table.predict_many(space, dec.to_archs(space)) if evaluator.cfg.latency_feature else np.zeros(len(dec))
+        need_lat = evaluator.cfg.latency_feature or infeasible_penalty > 0
+        lat = table.predict_many(space, dec.to_archs(space)) if need_lat else np.zeros(len(dec))
         with torch.no_grad():
-            return evaluator.score(evaluator.features(dec, lat), torch.from_numpy(budgets).float())
+            r = evaluator.score(evaluator.features(dec, lat), torch.from_numpy(budgets).float())
+        if infeasible_penalty > 0:
+            over = np.maximum(lat / budgets - 1.0, 0.0)
+            pen = np.where(over > 0, infeasible_penalty * (1.0 + 10.0 * over), 0.0)
+            r = r - torch.from_numpy(pen).float()
+        return r
 
     return reward
 
@@ -69,7 +77,7 @@ def _train_models(space, table, archs, lat, acc, *, budgets, evaluator_cfg, gene
     ev, ev_report = train_evaluator(space, dec, lat, acc, grid, evaluator_cfg,
                                     embed_dim=budgets.embed_dim, progress=progress_eval)
     _freeze(ev)
-    reward = evaluator_reward(ev, table, space)
+    reward = evaluator_reward(ev, table, space, generator_cfg.infeasible_penalty)
     gen, gen_report = train_generator(space, grid, generator_cfg, reward, embed_dim=budgets.embed_dim,
                                       progress=progress_gen)
     gc = generator_cfg
@@ -79,28 +87,19 @@ def _train_models(space, table, archs, lat, acc, *, budgets, evaluator_cfg, gene
         from nagkit.errors import BadInputError
 
         raise BadInputError("generator.refine_rounds > 0 needs the workspace's accuracy source")
+    n_uniform = len(archs)
     for rnd in range(gc.refine_rounds):
-        rng = np.random.default_rng(gc.seed + 1000 + rnd)
-        bud = grid.stratified(gc.refine_samples, rng)
-        with torch.no_grad():
-            new_dec, _, _ = gen(torch.from_numpy(bud).float(),
-                                generator=torch.Generator().manual_seed(gc.seed + 1000 + rnd))
-        new_archs = new_dec.to_archs(space)
-        keep, seen = [], {str(a) for a in archs}
-        for i, a in enumerate(new_archs):
-            if str(a) not in seen:
-                seen.add(str(a))
-                keep.append(i)
-        new_archs = [new_archs[i] for i in keep]
+        new_archs = _refine_proposals(space, table, ev, gen, grid, gc, rnd, {str(a) for a in archs})
         if new_archs:
             archs += new_archs
             lat = np.concatenate([lat, table.predict_many(space, new_archs)])
             acc = np.concatenate([acc, source.evaluate(new_archs)])
         dec = from_archs(space, archs)
         ev, ev_r = train_evaluator(space, dec, lat, acc, grid, evaluator_cfg, embed_dim=budgets.embed_dim,
-                                   model=ev, epochs=gc.refine_epochs, seed_offset=1 + rnd)
+                                   model=ev, epochs=gc.refine_epochs, seed_offset=1 + rnd,
+                                   repeat=np.where(np.arange(len(archs)) < n_uniform, 1, gc.refine_oversample))
         _freeze(ev)
-        gen, gen_r = train_generator(space, grid, gc, evaluator_reward(ev, table, space),
+        gen, gen_r = train_generator(space, grid, gc, evaluator_reward(ev, table, space, gc.infeasible_penalty),
                                      embed_dim=budgets.embed_dim, gen=gen, steps=gc.refine_steps,
                                      seed_offset=1 + rnd)
         rounds.append({"round": rnd + 1, "new_archs": len(new_archs), "dataset_size": len(archs),
@@ -113,6 +112,36 @@ def _train_models(space, table, archs, lat, acc, *, budgets, evaluator_cfg, gene
               "refinement_queries": (source.queries - q0) if source is not None else 0,
               "seconds": time.perf_counter() - t0, "torch_threads": torch.get_num_threads()}
     return ev, gen, report
+
+
+def _refine_proposals(space, table, ev, gen, grid, gc, rnd: int, seen: set[str]) -> list:
+    """Archs to query in a refinement round: for ``refine_budgets`` budgets, the evaluator's top
+    unique feasible archs among ``refine_pool`` generator samples (at ``refine_temperature``)
+    that are not in the data yet; ``refine_samples`` in all."""
+    from nagkit.nag.generator import sample_archs
+
+    rng = np.random.default_rng(gc.seed + 1000 + rnd)
+    budgets = grid.stratified(gc.refine_budgets, rng)
+    dec, bud = sample_archs(gen, budgets, gc.refine_pool, seed=gc.seed + 1000 + rnd, temperature=gc.refine_temperature)
+    archs = dec.to_archs(space)
+    lat = table.predict_many(space, archs)
+    with torch.no_grad():
+        sc = ev.score(ev.features(dec, lat), torch.from_numpy(bud).float()).numpy()
+    per = max(1, gc.refine_samples // gc.refine_budgets)
+    out = []
+    for i in range(len(budgets)):
+        sl = np.arange(i * gc.refine_pool, (i + 1) * gc.refine_pool)
+        order = sl[np.argsort(-np.where(lat[sl] <= bud[sl], sc[sl], -np.inf), kind="stable")]
+        took = 0
+        for j in order:
+            if took >= per or lat[j] > bud[j]:
+                break
+            key = str(archs[j])
+            if key not in seen:
+                seen.add(key)
+                out.append(archs[j])
+                took += 1
+    return out
 
 
 def _freeze(model: torch.nn.Module) -> None:

@@ -89,3 +89,21 @@ def test_untrained_workspace_names_the_command(capsys, tmp_path):
     (tmp_path / "nagkit.toml").write_text(tiny_workspace_toml())
     rc, _, err = run(capsys, "generate", "--workspace", str(tmp_path), "--budget", "2")
     assert rc == 2 and "nagkit train --workspace" in err
+
+
+@pytest.mark.slow
+def test_python_api_returns_ranked_candidates_and_counts_queries(trained_ws):
+    from nagkit.nag.infer import NagModel, generate
+
+    meta = json.loads((trained_ws / "generator.json").read_text())
+    budgets = meta["grid"]["values"][1:4]
+    model = NagModel.from_workspace(trained_ws)
+    res = generate(trained_ws, budgets, rerank=5, top=3, model=model)
+    assert [r.budget_ms for r in res] == budgets
+    for r in res:
+        assert all(c.latency_ms <= r.budget_ms for c in r.candidates)
+        assert len({str(c.arch) for c in r.candidates}) == len(r.candidates)  # unique, fallbacks for `build`
+        head = [c.accuracy for c in r.candidates[: min(5, len(r.candidates))]]
+        assert head == sorted(head, reverse=True)  # re-ranked by the accuracy source
+        assert r.queries == min(5, len(r.candidates))
+        assert 0 < r.feasible_rate <= 1

@@ -86,3 +86,16 @@ def test_same_seed_same_generator_and_archs(trained_evaluator):
     a1 = sample_archs(g1, np.array([grid.values[2]]), 5, seed=0)[0].to_archs(SP)
     a2 = sample_archs(g2, np.array([grid.values[2]]), 5, seed=0)[0].to_archs(SP)
     assert a1 == a2
+
+
+def test_infeasible_penalty_only_hits_archs_over_budget(trained_evaluator):
+    ev, grid = trained_evaluator
+    archs = sample_many(SP, 50, seed=4)
+    dec = from_archs(SP, archs)
+    lat = TABLE.predict_many(SP, archs)
+    b = np.full(50, float(np.median(lat)))
+    plain = evaluator_reward(ev, TABLE, SP)(dec, b).numpy()
+    pen = evaluator_reward(ev, TABLE, SP, infeasible_penalty=3.0)(dec, b).numpy()
+    over = lat > b
+    np.testing.assert_allclose(pen[~over], plain[~over], rtol=1e-6)
+    assert np.all(pen[over] <= plain[over] - 3.0 + 1e-5)
