@@ -9,7 +9,7 @@ do not depend on autocast.
 Options (the workspace's ``accuracy_options``): ``data_dir``, ``split`` (val|test), ``n_val``,
 ``val_seed``, ``calib_images``, ``calib_seed``, ``batch_size``, ``device`` (cpu|cuda),
 ``workers`` (CPU processes, or one process per GPU with ``device = "cuda"``), ``cache`` (a
-JSONL file: every evaluated arch is appended durably (flush + fsync) and archs already in it
+JSONL file, relative to the checkpoint's folder: every evaluated arch is appended durably (flush + fsync) and archs already in it
 are not evaluated again, so an interrupted collection resumes).
 
 Sharded collection: ``python -m nagkit.data.supernet_acc --ckpt C --space S --n N --seed K
@@ -125,7 +125,9 @@ class SupernetEvaluator:
         self._local: _Worker | None = None
         self._pool = None
         self._cache: dict[str, float] = {}
-        self._cache_path = Path(self.opts["cache"]) if self.opts["cache"] else None
+        self._cache_path = None
+        if self.opts["cache"]:  # relative to the checkpoint's folder
+            self._cache_path = Path(self.ckpt).parent / Path(self.opts["cache"]).expanduser()
         if self._cache_path is not None and self._cache_path.is_file():
             self._cache = read_results(self._cache_path, self._key_fields())
 
