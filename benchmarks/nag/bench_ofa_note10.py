@@ -93,6 +93,8 @@ def main() -> int:
     ap.add_argument("--rerank", type=int, default=None)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "nag" / "ofa_note10.json"))
     ap.add_argument("--note", default="")
+    ap.add_argument("--reuse-evolution", default=None,
+                    help="take the evolution (and equal-query) sections from an earlier JSON of this script")
     ap.add_argument("--train-seconds", type=float, default=None,
                     help="wall time of the `nagkit train` run (with --skip-train)")
     args = ap.parse_args()
@@ -151,7 +153,14 @@ def main() -> int:
 
     # -- OFA-style evolution, side by side ----------------------------------------------------------
     evo_rows = []
-    for b, ref in zip(BUDGETS, REFERENCE_EVOLUTION):
+    if args.reuse_evolution:  # evolution rows of an earlier run of this script (same machine)
+        prev = json.loads(Path(args.reuse_evolution).read_text())
+        out["evolution"] = {**prev["evolution"], "reused_from": str(args.reuse_evolution),
+                            "reused_machine": prev["machine"]}
+        evo_rows = prev["evolution"]["rows"]
+        if "equal_queries" in prev and not args.equal_queries:
+            out["equal_queries"] = prev["equal_queries"]
+    for b, ref in zip(BUDGETS, REFERENCE_EVOLUTION) if not evo_rows else ():
         accs, secs, qs = [], [], []
         for s in range(args.evo_seeds):
             r = run_evolution(ws, source, b, seed=s)
@@ -162,7 +171,8 @@ def main() -> int:
                          "seconds_mean": float(np.mean(secs)), "queries_per_run": int(np.mean(qs)),
                          "reference_pct": ref})
         print(f"evolution {b:g} ms: {np.mean(accs):.2f}% ({np.mean(secs):.1f} s)", file=sys.stderr)
-    out["evolution"] = {"rows": evo_rows, "seeds": args.evo_seeds, "generations": 500}
+    if not args.reuse_evolution:
+        out["evolution"] = {"rows": evo_rows, "seeds": args.evo_seeds, "generations": 500}
 
     # -- acceptance summary ------------------------------------------------------------------------
     nag_rows = out["nag"]["rows"]

@@ -107,3 +107,9 @@ def test_python_api_returns_ranked_candidates_and_counts_queries(trained_ws):
         assert head == sorted(head, reverse=True)  # re-ranked by the accuracy source
         assert r.queries == min(5, len(r.candidates))
         assert 0 < r.feasible_rate <= 1
+
+
+def test_search_below_the_fastest_arch_exits_2(capsys, tmp_path):
+    (tmp_path / "nagkit.toml").write_text(tiny_workspace_toml())
+    rc, out, err = run(capsys, "search", "-w", str(tmp_path), "-b", "0.1", "-m", "random")
+    assert rc == 2 and out == "" and "fastest architecture" in err and "feasible range" in err
