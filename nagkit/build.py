@@ -198,14 +198,18 @@ def build(budget_ms: float, *, workspace=None, device_spec: str | None = None, f
                 attempts.append(Attempt(str(arch), pred, stats.median_ms if stats else None, True))
                 t = time.perf_counter()
                 acc = cand.accuracy
+                notes = [f"workspace {ws.name}"] + (["fine-tuned for %d epochs" % finetune] if finetune else [])
+                if w_sha is None and acc is not None:
+                    notes.append(f"the architecture's accuracy with trained weights is {acc:.4f} "
+                                 f"({res.accuracy_source}); this bundle's weights are random")
+                    acc = None
                 manifest = make_manifest(
                     space, arch, export=ex, weights_sha256=w_sha, weights_source=w_src, budget_ms=budget_ms,
                     device=({"spec": dev.spec, "info": dev.info(), "runtime": dev.runtime_info()} if dev else None),
                     predicted={"ms": pred, "raw_ms": pred_raw, "source": "latency table",
                                "table": ws.latency_table_spec},
                     measured=stats, accuracy=acc, accuracy_source=res.accuracy_source if acc is not None else None,
-                    seed=seed,
-                    notes=[f"workspace {ws.name}"] + (["fine-tuned for %d epochs" % finetune] if finetune else []),
+                    seed=seed, notes=notes,
                 )
                 bundle = write_bundle(out_dir, ex.paths, manifest, force=force)
                 timings["bundle"] = time.perf_counter() - t

@@ -69,7 +69,8 @@ def build(budget: float, workspace: str | None, device_spec: str | None, formats
             f"measured  " + (f"{m['median_ms']:.3f} ms median on {r['device']} (p10 {m['p10_ms']:.3f}, "
                              f"p90 {m['p90_ms']:.3f}, n={m['n']})" if m else "(no --device given)"),
             f"accuracy  " + (f"{100 * r['accuracy']:.2f}% ({r['accuracy_source']})" if r["accuracy"] is not None
-                             else "(no accuracy source value)"),
+                             else "(random weights: no accuracy; see the manifest notes)" if r["weights"] == "random-init"
+                             else "(no value from the accuracy source)"),
             f"weights   {r['weights']}",
             f"parity    " + ", ".join(f"{f} max|diff| {v:.2e}" for f, v in r["parity"].items() if v is not None),
             f"attempts  {len(r['attempts'])}" + "".join(
