@@ -25,7 +25,7 @@ import numpy as np
 from nagkit.errors import BadInputError, CheckFailedError
 from nagkit.registry import Registry
 from nagkit.space.arch import Arch
-from nagkit.space.sampling import random_genome, sample
+from nagkit.space.sampling import sample
 from nagkit.space.space import SearchSpace
 
 
@@ -44,10 +44,11 @@ class SearchProblem:
 
     def feasible_genomes(self, rng: np.random.Generator, n: int, make=None, max_draws: int = 2_000_000):
         """``n`` genomes whose arch fits the budget, by rejection sampling (batched)."""
-        make = make or (lambda: random_genome(self.space, rng))
         out, drawn = [], 0
         while len(out) < n:
-            batch = [make() for _ in range(max(64, 2 * (n - len(out))))]
+            rate = (len(out) + 1) / (drawn + 1) if drawn else 0.5  # observed acceptance (smoothed)
+            size = int(min(50_000, max(64, 1.2 * (n - len(out)) / rate)))
+            batch = [make() for _ in range(size)] if make else self._uniform_genomes(rng, size)
             drawn += len(batch)
             lat = self.latency([g.to_arch(self.space) for g in batch])
             out += [g for g, l in zip(batch, lat) if l <= self.budget_ms]
@@ -56,6 +57,21 @@ class SearchProblem:
                     f"rejection sampling found only {len(out)} archs within {self.budget_ms:g} ms in {drawn} draws",
                     hint="raise the budget (see `nagkit lut show` for the table's range)")
         return out[:n]
+
+
+    def _uniform_genomes(self, rng: np.random.Generator, size: int) -> list:
+        """``size`` uniform genomes drawn with one vectorised call (same law as random_genome)."""
+        from nagkit.space.sampling import Genome
+
+        sp = self.space
+        slots = sp.n_block_slots
+        ki = rng.integers(len(sp.ks_list), size=(size, slots))
+        ei = rng.integers(len(sp.expand_list), size=(size, slots))
+        di = rng.integers(len(sp.depth_list), size=(size, sp.n_stages))
+        ri = rng.integers(len(sp.resolutions), size=size)
+        ks, es = np.asarray(sp.ks_list)[ki].tolist(), np.asarray(sp.expand_list)[ei].tolist()
+        ds, rs = np.asarray(sp.depth_list)[di].tolist(), np.asarray(sp.resolutions)[ri].tolist()
+        return [Genome(tuple(ks[i]), tuple(es[i]), tuple(ds[i]), rs[i]) for i in range(size)]
 
 
 @dataclass
