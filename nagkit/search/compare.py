@@ -64,6 +64,10 @@ def run_compare(ws, budgets: Sequence[float], methods: Sequence[str], *, queries
 
         model = NagModel.from_workspace(ws)
         model.source = source
+        import json as _json
+
+        gen_meta = _json.loads(ws.artifact_path("generator").with_suffix(".json").read_text())
+        nag_training_queries = gen_meta.get("provenance", {}).get("accuracy_queries")
         model.grid.check(budgets)
         inf = ws.inference
         rr = inf.rerank if rerank is None else rerank
@@ -119,6 +123,8 @@ def run_compare(ws, budgets: Sequence[float], methods: Sequence[str], *, queries
                       "total_seconds": float(sum(r["seconds"] for r in mine)),
                       "total_queries": int(sum(r["accuracy_queries"] for r in mine)),
                       "all_within_budget": all(r["latency_ms"] <= r["budget_ms"] for r in mine if r["arch"])}
+        if m == "nag":  # paid once for every budget: the dataset and refinement queries
+            summary[m]["training_queries"] = nag_training_queries
     report = {"workspace": ws.name, "space": sp.name, "accuracy_source": source.provenance(),
               "latency_table": ws.latency_table_spec, "budgets_ms": budgets, "methods": list(methods),
               "queries_per_budget": queries, "seeds": seeds, "rows": rows, "summary": summary,
@@ -152,10 +158,12 @@ def write_plots(out: Path, rows, lat_samples, budgets, methods, hist_budget: flo
     fig.savefig(p, dpi=120)
     plt.close(fig)
     paths.append(str(p))
+    allv = [v for per in lat_samples.values() for vals in per.values() for v in vals] + list(budgets)
+    bins = np.linspace(min(allv), max(allv), 90)  # shared bins: collapsed policies show as spikes
     if "nag" in lat_samples:  # paper Fig. 4: generated latencies per budget
         fig, ax = plt.subplots(figsize=(6.5, 4.0))
         for b in budgets:
-            ax.hist(lat_samples["nag"][b], bins=40, alpha=0.55, label=f"B = {b:g} ms")
+            ax.hist(lat_samples["nag"][b], bins=bins, alpha=0.55, label=f"B = {b:g} ms")
             ax.axvline(b, color="k", lw=0.8, ls="--")
         ax.set_xlabel("latency of 1,000 generated architectures (ms)")
         ax.set_ylabel("count")
@@ -169,7 +177,7 @@ def write_plots(out: Path, rows, lat_samples, budgets, methods, hist_budget: flo
     fig, ax = plt.subplots(figsize=(6.5, 4.0))
     for m in methods:
         if hb in lat_samples.get(m, {}):
-            ax.hist(lat_samples[m][hb], bins=40, alpha=0.5, label=m)
+            ax.hist(lat_samples[m][hb], bins=bins, alpha=0.5, label=m)
     ax.axvline(hb, color="k", lw=0.8, ls="--")
     ax.set_xlabel(f"latency of 1,000 samples at B = {hb:g} ms")
     ax.set_ylabel("count")
