@@ -37,7 +37,8 @@ from nagkit.space import Arch, SearchSpace, get_space
 
 METHOD = "inherited weights + BN recalibration (train subset) + top-1 on split"
 _OPTIONS = {"data_dir": None, "split": "val", "n_val": 5000, "val_seed": 0, "calib_images": 2000, "calib_seed": 0,
-            "batch_size": 1000, "device": "cpu", "workers": 1, "cache": None, "threads": None}
+            "batch_size": 1000, "device": "cpu", "workers": 1, "cache": None, "threads": None,
+            "eval_images": 0}
 
 
 def check_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -49,6 +50,9 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
                  for u in unknown]
         raise BadInputError(f"unknown supernet accuracy option(s) {', '.join(parts)}; valid: {', '.join(_OPTIONS)}")
     out = {**_OPTIONS, **{k: v for k, v in options.items() if v is not None}}
+    if not isinstance(out["eval_images"], int) or out["eval_images"] < 0:
+        raise BadInputError(f"supernet accuracy eval_images must be an integer >= 0 (0 = the whole split), "
+                            f"got {out['eval_images']!r}")
     if out["split"] not in ("val", "test"):
         raise BadInputError(f"supernet accuracy split {out['split']!r} is not valid; valid: val, test")
     if out["device"] not in ("cpu", "cuda") and not str(out["device"]).startswith("cuda:"):
@@ -73,6 +77,9 @@ class _Worker:
         sp = load_splits(opts["data_dir"], n_val=opts["n_val"], seed=opts["val_seed"],
                          with_test=opts["split"] == "test")
         ex, ey = sp.split(opts["split"])
+        if opts.get("eval_images"):  # a fixed, seeded subset of the split (cheaper on a CPU)
+            keep = np.sort(np.random.default_rng(opts["val_seed"] + 1).permutation(len(ex))[: int(opts["eval_images"])])
+            ex, ey = ex[keep], ey[keep]
         g = np.random.default_rng(opts["calib_seed"])
         cal = np.sort(g.permutation(len(sp.train_x))[: opts["calib_images"]])
 
@@ -138,7 +145,8 @@ class SupernetEvaluator:
             self._sha = sha256_file(self.ckpt)
         o = self.opts
         return {"ckpt_sha256": self._sha, "split": o["split"], "n_val": o["n_val"], "val_seed": o["val_seed"],
-                "calib_images": o["calib_images"], "calib_seed": o["calib_seed"]}
+                "calib_images": o["calib_images"], "calib_seed": o["calib_seed"],
+                **({"eval_images": o["eval_images"]} if o.get("eval_images") else {})}
 
     def provenance(self) -> dict[str, Any]:
         return {"method": METHOD, **self._key_fields()}
