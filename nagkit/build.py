@@ -151,6 +151,9 @@ def build(budget_ms: float, *, workspace=None, device_spec: str | None = None, f
                 hint=f"add it: --export {','.join(sorted(set(fmts) | {dev.model_format}))}")
         net, w_sha, w_src = _load_weights(ws, space, weights, random_init, seed)
         model = NagModel.from_workspace(ws)
+        # BN statistics: recalibrated on the workspace's data when its accuracy source is the
+        # supernet itself (the data is known); otherwise inherited from the checkpoint.
+        recalibrate = w_sha is not None and weights is None and ws.accuracy_spec.startswith("supernet:")
         timings["load"] = time.perf_counter() - t
 
         # -- generate ------------------------------------------------------------------------
@@ -174,6 +177,10 @@ def build(budget_ms: float, *, workspace=None, device_spec: str | None = None, f
                 pred, pred_raw = _predict(table, space, arch)
                 t = time.perf_counter()
                 sub = net.extract(arch)
+                if recalibrate:  # the exported model is the one whose accuracy was measured
+                    from nagkit.supernet.finetune import recalibrate_subnet
+
+                    sub = recalibrate_subnet(ws, sub)
                 timings["extract"] = timings.get("extract", 0.0) + time.perf_counter() - t
                 if finetune:
                     t = time.perf_counter()
@@ -198,7 +205,9 @@ def build(budget_ms: float, *, workspace=None, device_spec: str | None = None, f
                 attempts.append(Attempt(str(arch), pred, stats.median_ms if stats else None, True))
                 t = time.perf_counter()
                 acc = cand.accuracy
-                notes = [f"workspace {ws.name}"] + (["fine-tuned for %d epochs" % finetune] if finetune else [])
+                notes = [f"workspace {ws.name}", "BN statistics " + ("recalibrated on the workspace's training images"
+                                                               if recalibrate else "inherited from the supernet checkpoint")]
+                notes = notes + (["fine-tuned for %d epochs" % finetune] if finetune else [])
                 if w_sha is None and acc is not None:
                     notes.append(f"the architecture's accuracy with trained weights is {acc:.4f} "
                                  f"({res.accuracy_source}); this bundle's weights are random")
