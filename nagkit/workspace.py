@@ -43,6 +43,7 @@ from nagkit.space.space import SearchSpace
 CONFIG_NAME = "nagkit.toml"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PRESETS_DIR = REPO_ROOT / "examples" / "workspaces"
+DEFAULT_PRESET = "fmnist"  # the embedded default workspace (used when no --workspace and no ./nagkit.toml)
 
 _TOP_KEYS = ("name", "description", "space", "latency_table", "accuracy", "accuracy_options", "supernet",
              "seed", "artifacts", "budgets", "dataset", "evaluator", "generator", "inference")
@@ -180,6 +181,8 @@ def load_workspace(name_or_path: str | Path | Workspace | None) -> Workspace:
     if name_or_path is None:
         if (Path.cwd() / CONFIG_NAME).is_file():
             return _load_file(Path.cwd() / CONFIG_NAME)
+        if (PRESETS_DIR / DEFAULT_PRESET / CONFIG_NAME).is_file():  # the embedded default workspace
+            return _load_file(PRESETS_DIR / DEFAULT_PRESET / CONFIG_NAME)
         raise BadInputError(
             f"no workspace given and the current folder has no {CONFIG_NAME}; presets: "
             f"{', '.join(list_presets()) or '(none)'}",
