@@ -109,3 +109,15 @@ def message_for(exc: BaseException) -> str:
     if isinstance(exc, FileNotFoundError):
         return f"file not found: {exc.filename or exc}"
     return f"{type(exc).__name__}: {exc} (run with NAGKIT_DEBUG=1 for the traceback)"
+
+
+def reject_unknown_keys(given: Iterable[str], valid: Iterable[str], where: str) -> None:
+    """Raise :class:`BadInputError` for keys not in ``valid``, with a did-you-mean for each."""
+    valid = list(valid)
+    unknown = [k for k in given if k not in valid]
+    if unknown:
+        parts = []
+        for u in unknown:
+            close = difflib.get_close_matches(u, valid, n=1)
+            parts.append(repr(u) + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise BadInputError(f"unknown key(s) {', '.join(parts)} in {where}; valid keys: {', '.join(valid)}")

@@ -44,3 +44,14 @@ def atomic_torch_save(path: str | os.PathLike, obj: Any) -> Path:
     buf = io.BytesIO()
     torch.save(obj, buf)
     return atomic_write_bytes(path, buf.getvalue())
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file, read in chunks (the one hashing helper used everywhere)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while b := f.read(chunk):
+            h.update(b)
+    return h.hexdigest()

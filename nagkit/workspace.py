@@ -35,7 +35,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from nagkit.errors import ArtifactError, BadInputError
+from nagkit.errors import ArtifactError, BadInputError, reject_unknown_keys
 from nagkit.nag.config import (BudgetConfig, EvaluatorConfig, GeneratorConfig, InferenceConfig,
                                config_from_dict)
 from nagkit.space.space import SearchSpace
@@ -209,13 +209,7 @@ def load_workspace(name_or_path: str | Path | Workspace | None) -> Workspace:
 
 
 def _check_keys(d: dict[str, Any], valid: tuple[str, ...], where: str) -> None:
-    unknown = [k for k in d if k not in valid]
-    if unknown:
-        parts = []
-        for u in unknown:
-            close = difflib.get_close_matches(u, valid, n=1)
-            parts.append(repr(u) + (f" (did you mean {close[0]!r}?)" if close else ""))
-        raise BadInputError(f"unknown key(s) {', '.join(parts)} in {where}; valid keys: {', '.join(valid)}")
+    reject_unknown_keys(d, valid, where)
 
 
 def _load_file(path: Path) -> Workspace:

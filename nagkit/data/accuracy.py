@@ -19,7 +19,6 @@ module wraps it in :class:`CallableAccuracySource` so counting and checks are sh
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from nagkit.io import sha256_file
 from nagkit.errors import ArtifactError, BadInputError, CheckpointError, NagkitError
 from nagkit.registry import Registry
 from nagkit.space.arch import Arch
@@ -46,12 +46,7 @@ class AccuracySource(Protocol):
     def reset_queries(self) -> None: ...
 
 
-def file_sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+file_sha256 = sha256_file
 
 
 class BaseAccuracySource:

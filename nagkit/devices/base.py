@@ -108,3 +108,24 @@ class Device(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def measure_items(device: Device, items, cfg: MeasureConfig | None = None, *, on_result=None) -> list[LatencyStats]:
+    """``device.measure`` over ``items`` in order: ``(model, input_shape)`` pairs or dicts with
+    ``model`` and ``input_shape``. ``on_result(i, stats)`` is called as each finishes (so a
+    caller can save durably); the first failure raises."""
+    from nagkit.errors import BadInputError
+
+    out: list[LatencyStats] = []
+    for i, item in enumerate(items):
+        if isinstance(item, dict):
+            model, shape = item["model"], item.get("input_shape")
+        elif isinstance(item, (tuple, list)) and len(item) == 2:
+            model, shape = item
+        else:
+            raise BadInputError(f"measure_many item {i} must be (model, input_shape) or a dict, got {item!r}")
+        stats = device.measure(model, shape, cfg)
+        out.append(stats)
+        if on_result is not None:
+            on_result(i, stats)
+    return out

@@ -162,19 +162,9 @@ class CudaDevice:
     def measure_many(self, items: Iterable[Any], cfg: MeasureConfig | None = None, *,
                      on_result: Callable[[int, LatencyStats], None] | None = None) -> list[LatencyStats]:
         """Like :meth:`nagkit.devices.cpu.CpuDevice.measure_many`."""
-        out: list[LatencyStats] = []
-        for i, item in enumerate(items):
-            if isinstance(item, dict):
-                model, shape = item["model"], item.get("input_shape")
-            elif isinstance(item, (tuple, list)) and len(item) == 2:
-                model, shape = item
-            else:
-                raise BadInputError(f"measure_many item {i} must be (model, input_shape) or a dict, got {item!r}")
-            stats = self.measure(model, shape, cfg)
-            out.append(stats)
-            if on_result is not None:
-                on_result(i, stats)
-        return out
+        from nagkit.devices.base import measure_items
+
+        return measure_items(self, items, cfg, on_result=on_result)
 
     def close(self) -> None:
         try:

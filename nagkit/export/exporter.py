@@ -10,7 +10,6 @@ the batch is fixed at export time (``input_shape[0]``).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import os
 import platform
@@ -24,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from nagkit.io import sha256_file
 from nagkit.errors import BadInputError, UnknownNameError
 from nagkit.export.convert import converter_versions, to_onnx, to_tflite
 from nagkit.export.parity import DEFAULT_RTOL, ParityError, ParityResult, check_parity, seeded_inputs
@@ -107,12 +107,7 @@ def normalize_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
-def file_sha256(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while b := f.read(chunk):
-            h.update(b)
-    return h.hexdigest()
+file_sha256 = sha256_file
 
 
 def all_versions() -> dict[str, str | None]:

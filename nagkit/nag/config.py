@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from nagkit.errors import BadInputError
+from nagkit.errors import BadInputError, reject_unknown_keys
 
 C = TypeVar("C")
 
@@ -80,13 +79,7 @@ def config_from_dict(cls: type[C], d: dict[str, Any] | None, where: str) -> C:
     """Build a config dataclass, rejecting unknown keys with a did-you-mean."""
     d = dict(d or {})
     names = [f.name for f in dataclasses.fields(cls)]
-    unknown = [k for k in d if k not in names]
-    if unknown:
-        parts = []
-        for u in unknown:
-            close = difflib.get_close_matches(u, names, n=1)
-            parts.append(repr(u) + (f" (did you mean {close[0]!r}?)" if close else ""))
-        raise BadInputError(f"unknown key(s) {', '.join(parts)} in {where}; valid keys: {', '.join(names)}")
+    reject_unknown_keys(d, names, where)
     types = {f.name: f.type for f in dataclasses.fields(cls)}
     for k, v in d.items():
         t = str(types[k])

@@ -7,7 +7,6 @@ Accepted: a plain state_dict, ``{"state_dict": ...}`` (OFA's published files), o
 
 from __future__ import annotations
 
-import hashlib
 import os
 import zipfile
 from collections.abc import Mapping
@@ -15,15 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from nagkit.errors import CheckpointError
+from nagkit.io import sha256_file  # noqa: F401 - re-exported by nagkit.supernet
 from nagkit.space import SearchSpace, get_space
 
 
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while b := f.read(chunk):
-            h.update(b)
-    return h.hexdigest()
 
 
 def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:

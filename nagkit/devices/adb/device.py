@@ -9,7 +9,6 @@ waits for it to cool down (bounded) and is retried.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import logging
 import os
 import re
@@ -20,6 +19,7 @@ from typing import Any
 
 from nagkit.devices.adb.transport import AdbTransport, quote_command
 from nagkit.devices.base import LatencyStats, MeasureConfig
+from nagkit.io import sha256_file
 from nagkit.errors import BadInputError, DeviceError
 
 log = logging.getLogger(__name__)
@@ -140,12 +140,7 @@ def _measure_config(val: Any) -> MeasureConfig | None:
         raise BadInputError(f"ADB profile 'measure': {e}; fields: {', '.join(MeasureConfig().to_dict())}") from None
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+_sha256 = sha256_file
 
 
 class AdbDevice:
