@@ -154,8 +154,7 @@ def show_cmd(lut_path: str, as_json: bool) -> None:
             lines.append(f"missing    {r['missing_keys']} block(s) of the space")
         c = r["calibration"]
         if c:
-            lines.append(f"calibration measured ≈ {c['scale']:.4f} × sum + {c['offset']:.4f} ms "
-                         f"(fit MAPE {c['fit_error']:.2f}% on {c['n_fit']} networks)")
+            lines.append(f"calibration {describe_calibration(c)}")
         else:
             lines.append("calibration none (predictions are raw block sums)")
         return "\n".join(lines)
@@ -188,6 +187,23 @@ def _open_device(spec: str | None, table=None):
     if not spec:
         raise BadInputError("no device given", hint="pass --device, e.g. --device cpu (see `nagkit devices`)")
     return get_device(spec)
+
+
+def describe_calibration(c: dict) -> str:
+    """One line for a calibration record (linear or grouped)."""
+    if c.get("model") == "grouped":
+        loo = f", leave-one-out MAPE {c['loo_mape']:.2f}% ({c['loo_within_5pct']:.0%} within ±5%)" \
+            if "loo_mape" in c else ""
+        gs = c["group_scales"].values()
+        return (f"grouped ({c['group_by']}, {len(c['group_scales'])} groups, factors {min(gs):.3f}..{max(gs):.3f}, "
+                f"+{c['intercept_ms']:.4f} ms; fit MAPE {c['fit_error']:.2f}%{loo}, raw MAPE "
+                f"{c.get('raw_mape', float('nan')):.2f}%, n={c['n_fit']})")
+    raw = f", raw MAPE {c['raw_mape']:.2f}%" if "raw_mape" in c else ""
+    return (f"measured ≈ {c['scale']:.4f} × sum + {c['offset']:.4f} ms (fit MAPE {c['fit_error']:.2f}%{raw}, "
+            f"n={c['n_fit']})")
+
+
+_FIT_DATA = ("fit_archs", "fit_raw_ms", "fit_measured_ms")
 
 
 def _command_line() -> str:
@@ -245,8 +261,7 @@ def profile(device_spec, space_name, res_text, out, resume, force, n_cal, calibr
     d = result.to_dict()
     d["calibration"] = table.calibration.to_dict() if table.calibration else None
     if d["calibration"]:
-        d["calibration"] = {k: v for k, v in d["calibration"].items()
-                            if k not in ("fit_archs", "fit_raw_ms", "fit_measured_ms")}
+        d["calibration"] = {k: v for k, v in d["calibration"].items() if k not in _FIT_DATA}
 
     def human(r):
         lines = [f"profiled {r['entries']} blocks of {r['space']} at {r['resolutions']} on {r['device']} "
@@ -256,45 +271,70 @@ def profile(device_spec, space_name, res_text, out, resume, force, n_cal, calibr
             lines.append(f"warning: {len(r['noisy'])} block(s) stayed noisy (IQR/median above target)")
         c = r["calibration"]
         if c:
-            lines.append(f"calibration: measured ≈ {c['scale']:.4f} × sum + {c['offset']:.4f} ms "
-                         f"(fit MAPE {c['fit_error']:.2f}%, raw MAPE {c['raw_mape']:.2f}%, n={c['n_fit']})")
+            lines.append(f"calibration: {describe_calibration(c)}")
         return "\n".join(lines)
 
     emit(d, as_json, human)
 
 
+group_by_option = click.option("--group-by", type=click.Choice(["kind", "kind-in", "kind-in-k"]),
+                               default="kind-in-k", show_default=True,
+                               help="Calibration groups: a factor per block kind / input size / kernel.")
+shrinkage_option = click.option("--shrinkage", type=click.FloatRange(min=0.0, min_open=True), default=None,
+                                help="Pull of each group's factor toward the global scale, in networks "
+                                     "(default 1).")
+
+
 @lut.command("calibrate")
 @lut_option
 @device_option
-@click.option("--samples", "n", type=int, default=10, show_default=True, help="Random whole networks to measure.")
+@click.option("--samples", "n", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Random whole networks to measure and fit on.")
 @click.option("--resolutions", "res_text", default=None, help="Resolutions to sample (default: the table's).")
+@click.option("--exclude-seed", type=int, default=None,
+              help="Leave out the networks `nagkit lut validate --seed S` measures (up to 1000 samples), "
+                   "so calibration and validation sets are disjoint.")
+@click.option("--refit", is_flag=True,
+              help="Measure nothing: refit from the networks the table's calibration lists.")
 @click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
               help="Write the calibrated table here (default: update --lut in place, atomically).")
-@seed_option
+@group_by_option
+@shrinkage_option
+@click.option("--seed", type=int, default=1, show_default=True,
+              help="Seed of the calibration archs (validate's default is 0: different networks).")
 @cache_option
 @jobs_option
 @progress_option
 @json_option
 @verbosity_option
-def calibrate_cmd(lut_path, device_spec, n, res_text, out, seed, cache_dir, jobs, progress, as_json) -> None:
-    """Fit measured ≈ scale × sum + offset on N random whole networks; store it in the table."""
+def calibrate_cmd(lut_path, device_spec, n, res_text, exclude_seed, refit, out, group_by, shrinkage, seed,
+                  cache_dir, jobs, progress, as_json) -> None:
+    """Fit the table's grouped calibration on N measured random whole networks:
+    measured ≈ intercept + Σ_g factor_g × (table latency of the arch's blocks in group g)."""
+    from nagkit.latency.calibration import DEFAULT_SHRINKAGE, refit_calibration
     from nagkit.latency.table import LatencyTable
-    from nagkit.latency.validate import calibrate
+    from nagkit.latency.validate import calibrate, random_archs
 
     table = LatencyTable.load(lut_path)
     sp = table.space()
     res = _parse_resolutions(res_text, sp)
-    dev = _open_device(device_spec, table)
-    try:
-        new = calibrate(table, dev, sp, n, seed=seed, resolutions=res, cache_dir=cache_dir, progress=progress,
-                        jobs=jobs)
-    finally:
-        dev.close()
+    if refit:
+        new = refit_calibration(table, sp, group_by=group_by,
+                                shrinkage=DEFAULT_SHRINKAGE if shrinkage is None else shrinkage)
+    else:
+        exclude = []
+        if exclude_seed is not None:  # archs are drawn in sequence: the first 1000 cover any validate run
+            exclude = random_archs(sp, max(n, 1000), exclude_seed,
+                                   res or [r for r in table.resolutions if r in sp.resolutions])
+        dev = _open_device(device_spec, table)
+        try:
+            new = calibrate(table, dev, sp, n, seed=seed, resolutions=res, cache_dir=cache_dir, progress=progress,
+                            jobs=jobs, exclude=exclude, group_by=group_by, shrinkage=shrinkage)
+        finally:
+            dev.close()
     path = new.save(out or lut_path)
-    c = new.calibration.to_dict()
-    emit({"out": str(path), **c}, as_json, lambda r: (
-        f"calibration: measured ≈ {r['scale']:.4f} × sum + {r['offset']:.4f} ms (fit MAPE {r['fit_error']:.2f}%, "
-        f"raw MAPE {r['raw_mape']:.2f}%, n={r['n_fit']}) -> {r['out']}"))
+    c = {k: v for k, v in new.calibration.to_dict().items() if k not in _FIT_DATA}
+    emit({"out": str(path), **c}, as_json, lambda r: f"calibration: {describe_calibration(r)} -> {r['out']}")
 
 
 @lut.command("validate")

@@ -111,3 +111,31 @@ def parse_key(key: str) -> dict[str, Any]:
     except (ValueError, AssertionError):
         raise bad from None
     return d
+
+
+# -- calibration groups ------------------------------------------------------------------------
+# A grouped calibration (see :mod:`nagkit.latency.calibration`) gives every block a multiplier
+# shared by its group. A scheme names how a key maps to its group; it is stored in the table.
+GROUP_SCHEMES = ("kind", "kind-in", "kind-in-k")
+
+
+def block_group(key: str, scheme: str = "kind-in-k") -> str:
+    """The calibration group of a block key under ``scheme``.
+
+    ``kind``: the layer kind (``mbconv``, ``stem``, ...); ``kind-in``: kind and input feature-map
+    size (``mbconv-in28``); ``kind-in-k``: also the kernel size where the layer has one
+    (``mbconv-in28-k5``). A resolution scope is ignored: the same block at two resolutions is
+    one group. A key that does not parse is its own group (``other``)."""
+    if scheme not in GROUP_SCHEMES:
+        raise BadInputError(f"unknown calibration group scheme {scheme!r}; valid: {', '.join(GROUP_SCHEMES)}")
+    try:
+        f = parse_key(key)
+    except BadInputError:
+        return "other"
+    g = f["kind"]
+    if scheme == "kind":
+        return g
+    g += f"-in{f['in_hw']}"
+    if scheme == "kind-in-k" and "k" in f:
+        g += f"-k{f['k']}"
+    return g

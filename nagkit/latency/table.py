@@ -3,7 +3,7 @@
 A table maps block keys (:mod:`nagkit.latency.keys`) to latency statistics measured on one
 device with one runtime. An architecture's latency is the sum over its layers of the table's
 ``stat`` (``median_ms`` for tables profiled by nagkit, ``mean_ms`` for OFA imports), optionally
-corrected by a calibration ``scale * sum + offset`` fitted on measured whole networks.
+corrected by a calibration fitted on measured whole networks.
 
 File format (JSON)::
 
@@ -11,12 +11,26 @@ File format (JSON)::
      "space": {"name": ..., "spec": {SearchSpace.to_dict()}}, "resolutions": [224, ...],
      "created": "2026-...Z", "stat": "median_ms",
      "entries": {key: {"median_ms", "mean_ms", "std_ms", "p10_ms", "p90_ms", "n"}},
-     "entries_sha256": "...", "calibration": null | {"scale", "offset", "fit_error", "n_fit", ...},
-     "provenance": {...}}
+     "entries_sha256": "...", "calibration": null | {...}, "provenance": {...}}
 
-``fit_error`` is the mean absolute percentage error of the calibrated prediction on the
-networks it was fitted on. ``entries_sha256`` is a sha256 over the canonical JSON of
-``entries``; :meth:`LatencyTable.load` recomputes and checks it.
+``entries_sha256`` is a sha256 over the canonical JSON of ``entries``; :meth:`LatencyTable.load`
+recomputes and checks it.
+
+The calibration record always has ``scale``, ``offset``, ``fit_error`` (MAPE % of the
+calibrated prediction on the networks it was fitted on) and ``n_fit``, and a ``model``:
+
+* ``"linear"`` (or no ``model``: tables written before grouped calibration):
+  ``calibrated = scale * sum + offset``;
+* ``"grouped"`` (:mod:`nagkit.latency.calibration`, what ``nagkit lut calibrate`` fits):
+  ``calibrated = intercept_ms + Σ_g group_scales[g] * (sum of the arch's blocks in group g)``
+  with ``group_by`` the scheme of :func:`nagkit.latency.keys.block_group` (``kind``,
+  ``kind-in``, ``kind-in-k``) and ``default_scale`` the factor of a group the fit never saw;
+  ``scale``/``offset`` then hold the global linear fit of the same networks.
+
+Optional fit data: ``fit_archs``, ``fit_raw_ms``, ``fit_measured_ms`` (``n_fit`` each), which
+:func:`nagkit.latency.calibration.refit_calibration` refits from offline. Loading refuses a
+record with a missing or ill-formed field (non-finite or negative factors, an unknown model or
+scheme, fit data of the wrong length) instead of half-applying it.
 """
 
 from __future__ import annotations
@@ -61,20 +75,70 @@ def utc_now() -> str:
 
 @dataclass(frozen=True)
 class Calibration:
-    """``calibrated = scale * raw_sum + offset`` (ms), least squares on ``n_fit`` networks."""
+    """A correction of block sums fitted on measured whole networks.
+
+    Two models, told apart by ``group_by``:
+
+    * linear (``group_by`` None, tables before grouped calibration):
+      ``calibrated = scale * raw_sum + offset``;
+    * grouped: ``calibrated = intercept + sum_g group_scales[g] * (sum of the arch's block
+      latencies in group g)``, a block's group given by
+      :func:`nagkit.latency.keys.block_group` under the scheme ``group_by``; a group absent
+      from ``group_scales`` uses ``default_scale``. ``scale``/``offset`` then hold the global
+      linear fit on the same networks (what :meth:`apply` uses on a bare sum, and what a reader
+      that knows only the linear model applies).
+    """
 
     scale: float
     offset: float
     fit_error: float
     n_fit: int
     details: dict[str, Any] = field(default_factory=dict)
+    group_by: str | None = None
+    group_scales: dict[str, float] | None = None
+    intercept: float = 0.0
+    default_scale: float | None = None
+    _factors: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def model(self) -> str:
+        return "grouped" if self.group_by else "linear"
+
+    @property
+    def base_ms(self) -> float:
+        """The per-network term (ms) added once to the scaled block latencies."""
+        return self.intercept if self.group_by else self.offset
+
+    def block_factor(self, key: str) -> float:
+        """The multiplier of one block's latency."""
+        if not self.group_by:
+            return self.scale
+        f = self._factors.get(key)
+        if f is None:
+            from nagkit.latency.keys import block_group
+
+            g = block_group(key, self.group_by)
+            f = float(self.group_scales.get(g, self.default_scale))
+            self._factors[key] = f
+        return f
+
+    def apply_blocks(self, blocks: Iterable[tuple[str, float]]) -> float:
+        """Calibrated latency from (key, ms) of every layer of one network."""
+        return float(self.base_ms + sum(self.block_factor(k) * ms for k, ms in blocks))
 
     def apply(self, raw):
+        """The linear correction ``scale * raw + offset`` of a bare block sum. For a grouped
+        calibration this is its global linear fit, an approximation: exact grouped predictions
+        need the blocks (``LatencyTable.predict``/``predict_many``/``slot_arrays``)."""
         return self.scale * raw + self.offset
 
     def to_dict(self) -> dict[str, Any]:
-        return {"scale": self.scale, "offset": self.offset, "fit_error": self.fit_error,
-                "n_fit": self.n_fit, **self.details}
+        d = {"scale": self.scale, "offset": self.offset, "fit_error": self.fit_error,
+             "n_fit": self.n_fit, "model": self.model}
+        if self.group_by:
+            d.update({"group_by": self.group_by, "intercept_ms": self.intercept,
+                      "default_scale": self.default_scale, "group_scales": dict(self.group_scales)})
+        return {**d, **{k: v for k, v in self.details.items() if k not in d}}
 
     @classmethod
     def fit(cls, raw_ms: Sequence[float], measured_ms: Sequence[float],
@@ -267,16 +331,15 @@ class LatencyTable:
         """Predicted latency (ms) of one arch: the sum of its layers' entries, calibrated when
         ``calibrated`` and the table has a calibration."""
         arch = space.parse_arch(arch)
-        total = 0.0
+        cal = self.calibration if calibrated else None
+        total = 0.0 if cal is None else cal.base_ms
         for layer in space.layers(arch):
             key = block_key(layer)
             e = self.lookup(key, arch.r)
             if e is None:
                 raise self._missing(key, arch.r, arch)
-            total += float(e[self.stat])
-        if calibrated and self.calibration is not None:
-            return float(self.calibration.apply(total))
-        return total
+            total += float(e[self.stat]) if cal is None else cal.block_factor(key) * float(e[self.stat])
+        return float(total)
 
     def breakdown(self, space: SearchSpace, arch: Arch) -> list[tuple[str, float]]:
         """(key, ms) per layer, in network order."""
@@ -284,8 +347,17 @@ class LatencyTable:
         return [(k, self.block_ms(k, arch.r)) for k in (block_key(l) for l in space.layers(arch))]
 
     def _arrays(self, space: SearchSpace, r: int) -> tuple[float, np.ndarray]:
-        """(fixed ms, slot ms [n_slots, n_k, n_e]) for one resolution; NaN marks a missing key."""
-        ck = (space, r)
+        """(fixed ms, slot ms [n_slots, n_k, n_e]) for one resolution, raw block latencies;
+        NaN marks a missing key."""
+        return self.slot_arrays(space, r, calibrated=False)
+
+    def slot_arrays(self, space: SearchSpace, r: int, calibrated: bool = True) -> tuple[float, np.ndarray]:
+        """(fixed ms, slot ms [n_slots, n_k, n_e]) for one resolution: an arch's prediction is
+        ``fixed + sum of its active slots``. With ``calibrated`` (and a calibration) every block
+        is scaled by its calibration factor and ``fixed`` includes the per-network term, so the
+        sum is the calibrated prediction. NaN marks a missing key."""
+        cal = self.calibration if calibrated else None
+        ck = (space, r, cal is not None)
         hit = self._cache.get(ck)
         if hit is not None:
             return hit
@@ -298,11 +370,15 @@ class LatencyTable:
                 layers = space.layers(arch)
                 vals = []
                 for layer in layers:
-                    ent = self.lookup(block_key(layer), r)
-                    vals.append(float(ent[self.stat]) if ent is not None else math.nan)
+                    key = block_key(layer)
+                    ent = self.lookup(key, r)
+                    v = float(ent[self.stat]) if ent is not None else math.nan
+                    vals.append(v if cal is None else cal.block_factor(key) * v)
                 n_fixed_head = 2
                 slots[:, ki, ei] = vals[n_fixed_head:n_fixed_head + space.n_block_slots]
                 fixed = sum(vals[:n_fixed_head]) + sum(vals[n_fixed_head + space.n_block_slots:])
+        if cal is not None:
+            fixed += cal.base_ms
         self._cache[ck] = (fixed, slots)
         return fixed, slots
 
@@ -341,15 +417,13 @@ class LatencyTable:
             sel = np.nonzero(r_arr == r)[0]
             if int(r) not in space.resolutions:
                 space.validate(archs[int(sel[0])])
-            fixed, slots = self._arrays(space, int(r))
+            fixed, slots = self.slot_arrays(space, int(r), calibrated=calibrated)
             per = slots[slot_ix, kk[sel], ee[sel]]
             out[sel] = fixed + np.where(act[sel], per, 0.0).sum(axis=1)
         bad = np.nonzero(~np.isfinite(out))[0]
         if bad.size:
             self.predict(space, archs[int(bad[0])], calibrated=False)  # raises naming the key
             raise ArtifactError(f"latency table has a non-finite entry used by arch {archs[int(bad[0])]}")
-        if calibrated and self.calibration is not None:
-            out = self.calibration.apply(out)
         return out
 
     def latency_range(self, space: SearchSpace, calibrated: bool = True) -> tuple[float, float]:
@@ -357,7 +431,7 @@ class LatencyTable:
         lo, hi = math.inf, -math.inf
         md = space.max_depth
         for r in space.resolutions:
-            fixed, slots = self._arrays(space, r)
+            fixed, slots = self.slot_arrays(space, r, calibrated=calibrated)
             if not np.isfinite(fixed) or not np.all(np.isfinite(slots)):
                 missing = self.missing_keys(space, [r])
                 raise self._missing(missing[0] if missing else "(unknown)", r)
@@ -370,8 +444,6 @@ class LatencyTable:
                 rlo += min(cmin[d - 1] for d in space.depth_list)
                 rhi += max(cmax[d - 1] for d in space.depth_list)
             lo, hi = min(lo, rlo), max(hi, rhi)
-        if calibrated and self.calibration is not None:
-            lo, hi = self.calibration.apply(lo), self.calibration.apply(hi)
         return float(lo), float(hi)
 
     def missing_keys(self, space: SearchSpace, resolutions: Iterable[int] | None = None) -> list[str]:
@@ -449,21 +521,68 @@ def _check_entry(key: str, v: Any, stat: str, src: str, path: Path | None = None
     return v
 
 
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+_CAL_FIELDS = ("scale", "offset", "fit_error", "n_fit", "model", "group_by", "intercept_ms", "default_scale",
+               "group_scales")
+
+
 def _read_calibration(c: Any, src: str, path: Path | None, obj: Any) -> Calibration | None:
+    """The calibration record, checked; anything ill-formed is refused (never half-applied)."""
+    from nagkit.latency.keys import GROUP_SCHEMES
+
     if c is None:
         return None
     hint = "re-fit it with `nagkit lut calibrate --lut T --device D --samples N`"
+
+    def fail(msg: str) -> ArtifactError:
+        return ArtifactError(f"latency table {src!r}: calibration {msg}; it is refused", hint=hint)
+
     if not isinstance(c, dict):
         raise ArtifactError(f"latency table {src!r}: 'calibration' must be an object or null", hint=hint)
     missing = [k for k in ("scale", "offset", "fit_error", "n_fit") if k not in c]
     if missing:
         raise ArtifactError(f"latency table {src!r}: calibration is missing {', '.join(missing)}", hint=hint)
-    ok = (_finite_pos(c["scale"]) and isinstance(c["offset"], (int, float)) and math.isfinite(c["offset"])
-          and isinstance(c["fit_error"], (int, float)) and math.isfinite(c["fit_error"]) and c["fit_error"] >= 0
-          and isinstance(c["n_fit"], int) and c["n_fit"] >= 1)
+    ok = (_finite_pos(c["scale"]) and _num(c["offset"]) and _num(c["fit_error"]) and c["fit_error"] >= 0
+          and isinstance(c["n_fit"], int) and not isinstance(c["n_fit"], bool) and c["n_fit"] >= 1)
     if not ok:
         raise ArtifactError(f"latency table {src!r}: calibration has invalid values "
                             f"(scale={c['scale']!r}, offset={c['offset']!r}, fit_error={c['fit_error']!r}, "
                             f"n_fit={c['n_fit']!r})", hint=hint)
-    details = {k: v for k, v in c.items() if k not in ("scale", "offset", "fit_error", "n_fit")}
-    return Calibration(float(c["scale"]), float(c["offset"]), float(c["fit_error"]), int(c["n_fit"]), details)
+    model = c.get("model", "linear")  # tables written before grouped calibration have no 'model'
+    if model not in ("linear", "grouped"):
+        raise fail(f"has unknown model {model!r} (expected 'linear' or 'grouped')")
+    grouped = {}
+    if model == "grouped":
+        miss = [k for k in ("group_by", "intercept_ms", "default_scale", "group_scales") if k not in c]
+        if miss:
+            raise fail(f"(grouped) is missing {', '.join(miss)}")
+        if c["group_by"] not in GROUP_SCHEMES:
+            raise fail(f"has unknown group_by {c['group_by']!r} (valid: {', '.join(GROUP_SCHEMES)})")
+        if not _num(c["intercept_ms"]):
+            raise fail(f"has intercept_ms={c['intercept_ms']!r}; it must be a finite number")
+        if not _finite_pos(c["default_scale"]):
+            raise fail(f"has default_scale={c['default_scale']!r}; it must be finite and > 0")
+        gs = c["group_scales"]
+        if not isinstance(gs, dict) or not gs:
+            raise fail("has no group_scales (a non-empty object of group -> factor)")
+        for g, v in gs.items():
+            if not isinstance(g, str) or not g or not _num(v) or v < 0:
+                raise fail(f"group {g!r} has factor {v!r}; factors must be finite and >= 0")
+        grouped = {"group_by": c["group_by"], "group_scales": {g: float(v) for g, v in gs.items()},
+                   "intercept": float(c["intercept_ms"]), "default_scale": float(c["default_scale"])}
+    elif any(k in c for k in ("group_by", "group_scales", "intercept_ms")):
+        raise fail("is linear but carries grouped fields (group_by/group_scales/intercept_ms)")
+    # the fit data, when recorded, must be consistent (refit_calibration reads it)
+    n = c["n_fit"]
+    for k, check in (("fit_archs", lambda v: isinstance(v, str) and v),
+                     ("fit_raw_ms", _finite_pos), ("fit_measured_ms", _finite_pos)):
+        if k in c:
+            v = c[k]
+            if not isinstance(v, list) or len(v) != n or not all(check(x) for x in v):
+                raise fail(f"field {k!r} must list {n} (n_fit) "
+                           + ("arch strings" if k == "fit_archs" else "finite latencies > 0"))
+    details = {k: v for k, v in c.items() if k not in _CAL_FIELDS}
+    return Calibration(float(c["scale"]), float(c["offset"]), float(c["fit_error"]), int(n), details, **grouped)

@@ -2,7 +2,8 @@
 
 Both measure random static networks (``StaticNet.from_arch``, converted to the device's model
 format and cached by arch + converter versions) and compare them with the table's prediction.
-``calibrate`` fits ``measured ≈ scale · sum + offset``; ``validate`` reports, per arch and in
+``calibrate`` fits the grouped calibration of :mod:`nagkit.latency.calibration` (per-group
+multipliers of the block latencies plus a per-network term); ``validate`` reports, per arch and in
 aggregate, the raw and calibrated errors: MAPE, the fraction within ±5% and ±10%, Spearman ρ.
 """
 
@@ -20,7 +21,7 @@ import numpy as np
 from nagkit.errors import BadInputError
 from nagkit.latency.blocks import FORMATS, converter_versions, default_cache_dir
 from nagkit.latency.progress import progress_bar
-from nagkit.latency.table import Calibration, LatencyTable
+from nagkit.latency.table import LatencyTable
 from nagkit.space.arch import Arch
 from nagkit.space.sampling import sample
 from nagkit.space.space import SearchSpace
@@ -28,8 +29,10 @@ from nagkit.space.space import SearchSpace
 log = logging.getLogger(__name__)
 
 
-def random_archs(space: SearchSpace, n: int, seed: int, resolutions: Sequence[int] | None = None) -> list[Arch]:
-    """``n`` distinct uniformly random archs (seeded), restricted to ``resolutions``."""
+def random_archs(space: SearchSpace, n: int, seed: int, resolutions: Sequence[int] | None = None,
+                 exclude: Sequence[Arch] = ()) -> list[Arch]:
+    """``n`` distinct uniformly random archs (seeded), restricted to ``resolutions``, none of
+    them in ``exclude`` (e.g. the validation set, so calibration and validation are disjoint)."""
     if n < 1:
         raise BadInputError(f"--samples must be >= 1, got {n}")
     sp = space
@@ -39,8 +42,13 @@ def random_archs(space: SearchSpace, n: int, seed: int, resolutions: Sequence[in
             raise BadInputError(f"resolution(s) {bad} not in space {space.name!r}; allowed: "
                                 f"{', '.join(map(str, space.resolutions))}")
         sp = space.replace(resolutions=tuple(resolutions))
+    size = sp.size
+    excl = {a for a in exclude if a.r in sp.resolutions}
+    if n > size - len(excl):
+        raise BadInputError(f"cannot draw {n} distinct archs from space {sp.name!r}: it has {size} "
+                            f"({len(exclude)} excluded)")
     rng = np.random.default_rng(seed)
-    seen, out = set(), []
+    seen, out = set(exclude), []
     while len(out) < n:
         a = sample(sp, rng)
         if a not in seen:
@@ -118,18 +126,25 @@ def measure_networks(device, space: SearchSpace, archs: Sequence[Arch], *, cfg=N
 
 def calibrate(table: LatencyTable, device, space: SearchSpace, n: int, seed: int = 1, *,
               resolutions: Sequence[int] | None = None, cfg=None, cache_dir=None,
-              progress: bool = True, jobs: int | None = None) -> LatencyTable:
-    """Measure ``n`` random networks and return the table with a fitted calibration."""
-    archs = random_archs(space, n, seed, resolutions or _table_res(table, space))
+              progress: bool = True, jobs: int | None = None, exclude: Sequence[Arch] = (),
+              group_by: str | None = None, shrinkage: float | None = None) -> LatencyTable:
+    """Measure ``n`` random networks (none of ``exclude``) and return the table with a fitted
+    grouped calibration (:func:`nagkit.latency.calibration.fit_grouped`)."""
+    from nagkit.latency.calibration import DEFAULT_GROUP_BY, DEFAULT_SHRINKAGE, fit_grouped
+    from nagkit.latency.table import utc_now
+
+    archs = random_archs(space, n, seed, resolutions or _table_res(table, space), exclude=exclude)
+    table.predict_many(space, archs, calibrated=False)  # fail on a missing key before measuring
     stats, cinfo = measure_networks(device, space, archs, cfg=cfg, cache_dir=cache_dir,
                                     progress=progress, label="calibrate", jobs=jobs)
-    raw = table.predict_many(space, archs, calibrated=False)
     meas = np.array([s.median_ms for s in stats])
-    cal = Calibration.fit(raw, meas, seed=seed, device=str(device.spec),
-                          fit_archs=[str(a) for a in archs], fit_raw_ms=[float(x) for x in raw],
-                          fit_measured_ms=[float(x) for x in meas])
-    log.info("calibration: measured ≈ %.4f × sum + %.4f ms (fit MAPE %.2f%%, raw MAPE %.2f%%)",
-             cal.scale, cal.offset, cal.fit_error, cal.details["raw_mape"])
+    cal = fit_grouped(table, space, archs, meas, group_by=group_by or DEFAULT_GROUP_BY,
+                      shrinkage=DEFAULT_SHRINKAGE if shrinkage is None else shrinkage, seed=seed,
+                      device=str(device.spec), measured_when=utc_now(),
+                      noisy_measurements=int(sum(bool(s.noisy) for s in stats)))
+    log.info("calibration (%s, %d groups): fit MAPE %.2f%%, leave-one-out MAPE %s, raw MAPE %.2f%%",
+             cal.group_by, len(cal.group_scales), cal.fit_error,
+             f"{cal.details['loo_mape']:.2f}%" if "loo_mape" in cal.details else "n/a", cal.details["raw_mape"])
     return table.with_calibration(cal)
 
 
@@ -161,7 +176,7 @@ def validate(table: LatencyTable, device, space: SearchSpace, n: int, seed: int 
                                     progress=progress, label="validate", jobs=jobs)
     meas = np.array([s.median_ms for s in stats])
     cal = table.calibration
-    calp = cal.apply(raw) if cal is not None else None
+    calp = table.predict_many(space, archs, calibrated=True) if cal is not None else None
     rows = []
     for i, a in enumerate(archs):
         row = {"arch": str(a), "raw_ms": float(raw[i]), "measured_ms": float(meas[i]),

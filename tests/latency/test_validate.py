@@ -61,6 +61,7 @@ def test_calibrate_then_validate_end_to_end(tmp_path, cli_env):
     rep = json.loads(res.out)
     assert len(rep["archs"]) == 6 and rep["raw"] and rep["calibrated"]
     row = rep["archs"][0]
-    assert row["calibrated_ms"] == pytest.approx(c.scale * row["raw_ms"] + c.offset)
+    assert c.model == "grouped"
+    assert row["calibrated_ms"] == pytest.approx(LatencyTable.load(out).predict(space, row["arch"]))
     assert row["measured_ms"] > 0 and -1 <= rep["calibrated"]["spearman"] <= 1
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
