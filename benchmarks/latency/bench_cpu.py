@@ -133,6 +133,9 @@ def main(argv=None) -> int:
     ap.add_argument("--quiet-load", type=float, default=1.0,
                     help="wait before each timed phase until the 1-min load average is below this")
     ap.add_argument("--quiet-wait", type=float, default=1200.0, help="longest wait for a quiet machine (s)")
+    ap.add_argument("--net-min-time", type=float, default=1.0,
+                    help="least time (s) each whole network is timed in calibrate/validate (the device "
+                         "profile's default is 0.2 s; longer gives a steadier median of the ground truth)")
     ap.add_argument("--core", default="1", help="core(s) the measuring worker is pinned to")
     ap.add_argument("--jobs", type=int, default=None, help="conversion processes (default: usable cores)")
     ap.add_argument("--phases", default="cold,warm,calibrate,validate",
@@ -186,6 +189,17 @@ def main(argv=None) -> int:
     def device():
         return get_device(profile_name, cores=args.core)
 
+    def net_cfg(dev):
+        from dataclasses import replace
+
+        base = getattr(dev, "default_cfg", None)
+        if base is None:
+            from nagkit.devices.base import MeasureConfig
+
+            base = MeasureConfig()
+        return replace(base, min_time_s=max(base.min_time_s, args.net_min_time),
+                       warmup_s=max(base.warmup_s, 0.3))
+
     table_tmp = work / "table.json"
     for phase, target_s in (("cold", 300.0), ("warm", 60.0)):
         if phase not in phases:
@@ -217,14 +231,16 @@ def main(argv=None) -> int:
         before = busy_processes()
         with device() as dev, LoadSampler() as load:
             t0 = time.perf_counter()
+            cfg = net_cfg(dev)
             table = calibrate(table, dev, space, args.calib, seed=1, resolutions=res, cache_dir=nets_cache,
-                              jobs=args.jobs, exclude=val_archs)
+                              jobs=args.jobs, exclude=val_archs, cfg=cfg)
             wall = time.perf_counter() - t0
         table.save(table_tmp)
         c = table.calibration
         assert not set(c.details["fit_archs"]) & {str(a) for a in val_archs}
         report["phases"]["calibrate"] = {
             "wall_s": round(wall, 2), "n": args.calib, "seed": 1, "disjoint_from_validation": True,
+            "measure_config": cfg.to_dict(),
             "model": c.model, "group_by": c.group_by, "n_groups": len(c.group_scales or {}),
             "shrinkage": c.details.get("shrinkage"), "intercept_ms": c.intercept, "group_scales": c.group_scales,
             "global_scale": c.scale, "global_offset_ms": c.offset, "fit_mape": c.fit_error,
@@ -246,13 +262,15 @@ def main(argv=None) -> int:
         before = busy_processes()
         with device() as dev, LoadSampler() as load:
             t0 = time.perf_counter()
+            cfg = net_cfg(dev)
             rep = validate(table, dev, space, args.samples, seed=0, resolutions=res, cache_dir=nets_cache,
-                           jobs=args.jobs)
+                           jobs=args.jobs, cfg=cfg)
             wall = time.perf_counter() - t0
         plot = plot_scatter(rep, results_dir / f"{name}.png")
         main_metrics = rep["calibrated"] or rep["raw"]
         report["phases"]["validate"] = {
-            "wall_s": round(wall, 2), "n": args.samples, "seed": 0, "raw": rep["raw"],
+            "wall_s": round(wall, 2), "n": args.samples, "seed": 0, "measure_config": cfg.to_dict(),
+            "raw": rep["raw"],
             "calibrated": rep["calibrated"], "calibration_overlap": rep["calibration_overlap"],
             "target": "≥95% of archs within ±5% (calibrated)",
             "meets_target": main_metrics["within_5pct"] >= 0.95,
