@@ -12,6 +12,12 @@ for stage in "$@"; do
 case "$stage" in
   info)
     nvidia-smi -L; python3 -c "import torch, torchvision; print(torch.__version__, torchvision.__version__)"; nproc ;;
+  probe)
+    python3 benchmarks/training/cudnn_probe.py --data-dir .fmnist --out "$OUT/cudnn_probe.json" --steps "${PROBE_STEPS:-45}" ;;
+  pickconv)
+    # Use PyTorch's native CUDA convolutions when the probe found them faster (NAGKIT_CUDNN=0).
+    python3 -c "import json,sys; r={x['mode']:x['total_s'] for x in json.load(open('$OUT/cudnn_probe.json'))['rows']}; sys.exit(0 if r['native']<r['cudnn'] else 1)" \
+      && echo 0 > out/nagkit_cudnn || echo 1 > out/nagkit_cudnn; echo "NAGKIT_CUDNN=$(cat out/nagkit_cudnn)" ;;
   bench)
     python3 benchmarks/training/ddp_throughput.py --data-dir .fmnist --out "$OUT/ddp_throughput.json" ;;
   train)
@@ -19,7 +25,7 @@ case "$stage" in
       --max-minutes "${MAXMIN:-6}" ${RESUME:-} ;;
   export)
     cp $TRAIN_DIR/train_log.jsonl "$OUT/" 2>/dev/null || true
-    [ -f $TRAIN_DIR/supernet.pt ] && cp $TRAIN_DIR/supernet.pt "$OUT/" || true ;;
+    for f in supernet.pt train_state.pt status.json; do [ -f $TRAIN_DIR/$f ] && cp $TRAIN_DIR/$f "$OUT/"; done; true ;;
   evalgpu)
     python3 - <<'PY'
 import json, time, torch, os

@@ -89,10 +89,20 @@ class _Worker:
 
         self.cal, self.x, self.y = t(sp.train_x[cal], True), t(ex, True), t(ey)
         self.batch_size = int(opts["batch_size"])
+        # On a GPU, evaluate inside a fixed-shape copy of the supernet: same numbers as the
+        # extracted subnet, without cuDNN's set-up for every new subnet shape (decisions.md 9).
+        self.scratch = None
+        if self.device.type == "cuda":
+            import copy
+
+            self.scratch = copy.deepcopy(self.net).set_fixed_shape(True)
 
     def __call__(self, arch_strings: Sequence[str]) -> list[float]:
-        from nagkit.supernet.evaluate import subnet_accuracy
+        from nagkit.supernet.evaluate import subnet_accuracy, subnet_accuracy_fixed
 
+        if self.scratch is not None:
+            return [subnet_accuracy_fixed(self.scratch, self.space.parse_arch(a), self.cal, self.x, self.y,
+                                          batch_size=self.batch_size) for a in arch_strings]
         return [subnet_accuracy(self.net, self.space.parse_arch(a), self.cal, self.x, self.y,
                                 batch_size=self.batch_size) for a in arch_strings]
 

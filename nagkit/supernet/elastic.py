@@ -144,6 +144,8 @@ class DynamicMBConvLayer(nn.Module):
         ]))
         self.active_kernel = max(self.ks_list)
         self.active_expand = max(self.expand_list)
+        # Fixed-shape execution (see :meth:`_forward_fixed`); set by OFAMobileNetV3.set_fixed_shape.
+        self.fixed_shape = False
 
     def set_active(self, kernel: int, expand: int) -> None:
         if kernel not in self.ks_list or expand not in self.expand_list:
@@ -154,6 +156,8 @@ class DynamicMBConvLayer(nn.Module):
         return make_divisible(round((cin or self.cin) * self.active_expand), 8)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fixed_shape:
+            return self._forward_fixed(x)
         mid = self.active_mid(x.size(1))
         ib = self.inverted_bottleneck
         x = ib.act(ib.bn(ib.conv(x, mid)))
@@ -163,6 +167,43 @@ class DynamicMBConvLayer(nn.Module):
             x = dc.se(x)
         pl = self.point_linear
         return pl.bn(pl.conv(x, self.cout))
+
+    def _forward_fixed(self, x: torch.Tensor) -> torch.Tensor:
+        """The active subnet computed at the *largest* shapes, with inactive channels zeroed.
+
+        Every tensor has the shape of the largest block whatever kernel and expand ratio are
+        active: the active kernel (transformed as in :meth:`forward`) is zero-padded to the
+        largest size, and masks zero the middle channels beyond the active ones (after the
+        expand BN/activation, after the depthwise BN/activation, and the SE bottleneck beyond
+        its active width). The result, and the gradient of every weight, equals the sliced
+        computation of :meth:`forward` up to float rounding; only the BN running statistics of
+        inactive channels are also updated (they never reach an active output, and subnets get
+        BN recalibration before any evaluation). On CUDA this keeps the number of distinct
+        convolution shapes at one per resolution instead of one per (kernel, expand,
+        resolution) of every block, so cuDNN's per-shape set-up (seconds per new subnet,
+        docs/decisions.md 9) happens once.
+        """
+        mid = self.active_mid(x.size(1))
+        full = self.max_mid
+        ib, dc, pl = self.inverted_bottleneck, self.depth_conv, self.point_linear
+        mask = _channel_mask(full, mid, x)
+        h = ib.act(ib.bn.bn(F.conv2d(x, ib.conv.conv.weight))) * mask
+        k_max = max(self.ks_list)
+        k = self.active_kernel
+        w = dc.conv.active_filter(full, k)
+        if k < k_max:
+            p = (k_max - k) // 2
+            w = F.pad(w, (p, p, p, p))
+        h = F.conv2d(h, w.contiguous(), None, self.stride, k_max // 2, 1, full)
+        h = dc.act(dc.bn.bn(h)) * mask
+        if self.use_se:
+            red, exp = dc.se.fc.reduce, dc.se.fc.expand
+            se_mid = make_divisible(mid // SEModule.REDUCTION, 8)
+            y = global_avg_pool(h)
+            y = dc.se.fc.relu(F.conv2d(y, red.weight, red.bias)) * _channel_mask(red.out_channels, se_mid, y)
+            y = dc.se.fc.h_sigmoid(F.conv2d(y, exp.weight, exp.bias))
+            h = h * y
+        return pl.bn.bn(F.conv2d(h, pl.conv.conv.weight))
 
     # -- extraction --------------------------------------------------------------------------
     @torch.no_grad()
@@ -223,6 +264,13 @@ class DynamicMBConvLayer(nn.Module):
         _permute_bn(self.inverted_bottleneck.bn.bn, idx)
         ib = self.inverted_bottleneck.conv.conv
         ib.weight.copy_(torch.index_select(ib.weight, 0, idx))
+
+
+def _channel_mask(total: int, active: int, like: torch.Tensor) -> torch.Tensor:
+    """``[1, total, 1, 1]`` ones for the leading ``active`` channels, zeros after them."""
+    m = torch.zeros(1, total, 1, 1, dtype=like.dtype, device=like.device)
+    m[:, :active] = 1
+    return m
 
 
 def _copy_bn(dst: nn.BatchNorm2d, src: nn.BatchNorm2d) -> None:

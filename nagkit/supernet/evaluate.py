@@ -57,3 +57,19 @@ def subnet_accuracy(supernet, arch: Arch, calib_images: torch.Tensor, images: to
     else:
         recalibrate_bn(sub, batches)
     return accuracy(sub, images, labels, arch.r, space.mean, space.std, batch_size, amp, channels_last)
+
+
+@torch.no_grad()
+def subnet_accuracy_fixed(scratch, arch: Arch, calib_images: torch.Tensor, images: torch.Tensor, labels: torch.Tensor,
+                          *, batch_size: int = 1000, calib_batch_size: int = 500, amp: bool = False,
+                          channels_last: bool = False) -> float:
+    """:func:`subnet_accuracy` computed inside ``scratch``: a copy of the supernet in
+    fixed-shape mode (``set_fixed_shape(True)``) whose BN statistics this overwrites. The
+    active channels' recalibrated statistics and outputs equal the extracted subnet's, while
+    every arch runs at the same tensor shapes (no per-shape cuDNN set-up on a GPU)."""
+    space = scratch.space
+    scratch.set_active(arch)
+    batches = image_batches(calib_images, arch.r, space.mean, space.std, calib_batch_size, channels_last)
+    with torch.autocast(calib_images.device.type, dtype=torch.bfloat16, enabled=amp):
+        recalibrate_bn(scratch, batches)
+    return accuracy(scratch, images, labels, arch.r, space.mean, space.std, batch_size, amp, channels_last)

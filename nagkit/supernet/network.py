@@ -67,6 +67,13 @@ class OFAMobileNetV3(nn.Module):
         self.active_r = arch.r
         return self
 
+    def set_fixed_shape(self, on: bool = True) -> OFAMobileNetV3:
+        """Run elastic blocks at their largest shapes with masks (same results; see
+        :meth:`DynamicMBConvLayer._forward_fixed`). Returns self."""
+        for b in self.blocks[1:]:
+            b.conv.fixed_shape = bool(on)
+        return self
+
     def set_max(self) -> OFAMobileNetV3:
         return self.set_active(self.space.largest())
 

@@ -101,6 +101,7 @@ class TrainConfig:
     calib_images: int = 2000         # BN recalibration for the end-of-phase evaluation
     eval_every_epoch: bool = True
     ckpt_every_steps: int = 0
+    fixed_shape: bool | None = None  # masked largest-shape execution; None = on for CUDA (decisions.md 9)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -181,6 +182,7 @@ class Trainer:
             self.net = OFAMobileNetV3(space).to(self.device)
         if self.cuda:
             self.net = self.net.to(memory_format=torch.channels_last)
+        self.net.set_fixed_shape(self.cuda if cfg.fixed_shape is None else cfg.fixed_shape)
         self.teacher: OFAMobileNetV3 | None = None
         self.state = TrainState()
         self.opt: torch.optim.Optimizer | None = None
