@@ -163,7 +163,7 @@ def generate(workspace, budgets, samples, rerank, top, seed, as_json):
                       f"  ofa       {json.dumps(sp.to_ofa_dict(b.arch))}",
                       f"  latency   {b.latency_ms:.2f} ms (latency table)",
                       f"  accuracy  {acc}",
-                      f"  feasible  {r.n_feasible}/{r.n_sampled} samples, {len(r.candidates)} unique; "
+                      f"  feasible  {r.n_feasible}/{r.n_sampled} samples, {r.extra.get('unique_feasible', len(r.candidates))} unique within budget; "
                       f"{r.queries} accuracy queries; {r.seconds * 1000:.0f} ms"]
         return "\n".join(lines)
 

@@ -36,6 +36,10 @@ class EvaluatorConfig:
     holdout: float = 0.1
     latency_feature: bool = True  # append table latency (ms, scaled) to the arch encoding
     aux_regression: float = 0.0  # weight of an auxiliary accuracy-regression loss (0: off)
+    # Beyond the paper: also feed the budget-relative latency ((c - B) / B and c <= B) to the
+    # first layer, so R can change sharply where an arch crosses the budget instead of
+    # smoothing the step over the budget embedding (which made R prefer archs well under B).
+    budget_feature: bool = False
     seed: int = 0
 
 
@@ -65,6 +69,11 @@ class GeneratorConfig:
     refine_oversample: int = 8  # refinement samples appear this many times per evaluator epoch
     refine_epochs: int = 6
     refine_steps: int = 200
+    # Beyond the paper: > 0 picks each round's queried archs by evaluator-guided local search
+    # (nagkit.nag.local, this many rounds) from the generator's samples, so the queries land on
+    # the evaluator's own optimum per budget, where its errors matter (0: generator samples only).
+    refine_local_rounds: int = 0
+    refine_niches: int = 1  # resolution niches of that local search (see InferenceConfig.local_niches)
     seed: int = 0
 
 
@@ -73,6 +82,28 @@ class InferenceConfig:
     samples: int = 500
     max_rounds: int = 10  # bounded resampling when no sample fits the budget
     rerank: int = 0  # top candidates re-scored by the accuracy source (0: evaluator only)
+    temperature: float = 1.0  # sampling temperature of pi(.|B)
+    # Beyond the paper: evaluator-guided local refinement of the samples (nagkit.nag.local):
+    # rounds of `local_children` mutants per budget from its `local_parents` best, keeping the
+    # `local_keep` best unique archs within B by the table. No accuracy-source queries. 0: off.
+    local_rounds: int = 0
+    local_children: int = 200
+    local_parents: int = 20
+    local_keep: int = 100
+    local_prob: float = 0.1
+    # > 1: search that many resolution niches per budget (samples re-seeded at resolutions
+    # spread over the space's), children/parents/keep split among them; re-ranking takes the
+    # niches' best in turn. Without it the search stays near the generator's resolution.
+    local_niches: int = 1
+    # Beyond the paper: after re-ranking (needs rerank > 0), `polish_rounds` rounds that mutate
+    # the `polish_parents` most accurate re-ranked archs per budget into `polish_children`
+    # mutants and query the accuracy source for the `polish_queries` best of them by the
+    # evaluator (within B by the table; every query counted). 0: off.
+    polish_rounds: int = 0
+    polish_queries: int = 30
+    polish_parents: int = 5
+    polish_children: int = 300
+    polish_crossover: float = 0.0  # share of polishing children made by crossover of two parents
 
 
 def config_from_dict(cls: type[C], d: dict[str, Any] | None, where: str) -> C:

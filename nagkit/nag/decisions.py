@@ -35,15 +35,19 @@ class Decisions:
         return slot < np.repeat(d, space.max_depth, axis=1)
 
     def to_archs(self, space: SearchSpace) -> list[Arch]:
-        ks, es, ds, rs = space.ks_list, space.expand_list, space.depth_list, space.resolutions
-        md = space.max_depth
+        md, ns = space.max_depth, space.n_stages
+        n = len(self.r)
+        if n == 0:
+            return []
+        ks = np.asarray(space.ks_list)[self.k].tolist()
+        es = np.asarray(space.expand_list)[self.e].tolist()
+        deps = np.asarray(space.depth_list)[self.depth].tolist()
+        rs = np.asarray(space.resolutions)[self.r].tolist()
         out = []
-        for i in range(len(self.r)):
-            stages = []
-            for s in range(space.n_stages):
-                dep = ds[self.depth[i, s]]
-                stages.append(tuple((ks[self.k[i, s * md + j]], es[self.e[i, s * md + j]]) for j in range(dep)))
-            out.append(Arch(rs[self.r[i]], tuple(stages)))
+        for i in range(n):
+            pairs = list(zip(ks[i], es[i]))
+            d = deps[i]
+            out.append(Arch(rs[i], tuple(tuple(pairs[s * md:s * md + d[s]]) for s in range(ns))))
         return out
 
     def select(self, idx) -> Decisions:

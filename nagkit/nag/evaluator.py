@@ -31,6 +31,9 @@ from nagkit.nag.decisions import Decisions, onehot, onehot_dim
 from nagkit.space.space import SearchSpace
 
 
+N_REL = 2  # budget-relative latency features (EvaluatorConfig.budget_feature)
+
+
 def dominance(acc: torch.Tensor, lat: torch.Tensor, budgets: torch.Tensor) -> torch.Tensor:
     """d(beta_i, beta_j, B) for all budgets and pairs: a [m, n, n] tensor of +1/-1."""
     fit = lat.unsqueeze(0) <= budgets.unsqueeze(1)  # [m, n]
@@ -57,8 +60,14 @@ class Evaluator(nn.Module):
         super().__init__()
         self.space, self.grid, self.cfg = space, grid, cfg
         self.arch_dim = onehot_dim(space) + (1 if cfg.latency_feature else 0)
+        if cfg.budget_feature and not cfg.latency_feature:
+            from nagkit.errors import BadInputError
+
+            raise BadInputError("evaluator.budget_feature needs evaluator.latency_feature = true")
+        self.n_rel = N_REL if cfg.budget_feature else 0
         self.embed = make_embedding(grid, embed_dim)
-        self.fc1 = nn.Linear(self.arch_dim + embed_dim, cfg.hidden)
+        self.embed_dim = embed_dim
+        self.fc1 = nn.Linear(self.arch_dim + embed_dim + self.n_rel, cfg.hidden)
         self.fc2 = nn.Linear(cfg.hidden, cfg.hidden)
         self.fc3 = nn.Linear(cfg.hidden, 1)
         self.aux = nn.Linear(cfg.hidden, 1) if cfg.aux_regression > 0 else None
@@ -70,14 +79,27 @@ class Evaluator(nn.Module):
             x = torch.cat([x, lat / self.grid.hi], dim=1)
         return x
 
+    def relative(self, x: torch.Tensor, budgets: torch.Tensor) -> torch.Tensor:
+        """Budget-relative latency features [..., N_REL] (``budget_feature``): the margin
+        ``(c - B) / B`` (clipped to +-1, times 4) and the indicator ``c <= B``. ``x`` rows carry
+        the latency feature ``c / B_K`` last; ``budgets`` broadcasts against ``x[..., -1]``."""
+        lat = x[..., -1] * self.grid.hi
+        b = budgets.to(torch.float32)
+        margin = ((lat - b) / b).clamp(-1.0, 1.0) * 4.0
+        return torch.stack([margin, (lat <= b + 1e-6).float()], dim=-1)
+
     def score_grid(self, x: torch.Tensor, budgets: torch.Tensor, with_aux: bool = False):
         """R for every (budget, arch) pair: [m, n]. The first layer is split so the arch and
         budget halves are computed once each. ``with_aux`` also returns the auxiliary
         accuracy regression (percent) [m, n]."""
         w = self.fc1.weight
-        xa = x @ w[:, : self.arch_dim].T  # [n, h]
-        gb = self.embed(budgets) @ w[:, self.arch_dim:].T + self.fc1.bias  # [m, h]
-        h = torch.relu(xa.unsqueeze(0) + gb.unsqueeze(1))
+        a, e = self.arch_dim, self.arch_dim + self.embed_dim
+        xa = x @ w[:, :a].T  # [n, h]
+        gb = self.embed(budgets) @ w[:, a:e].T + self.fc1.bias  # [m, h]
+        pre = xa.unsqueeze(0) + gb.unsqueeze(1)
+        if self.n_rel:
+            pre = pre + self.relative(x.unsqueeze(0), budgets.unsqueeze(1)) @ w[:, e:].T
+        h = torch.relu(pre)
         h = torch.relu(self.fc2(h))
         if with_aux:
             return self.fc3(h).squeeze(-1), self.aux(h).squeeze(-1)
@@ -85,7 +107,10 @@ class Evaluator(nn.Module):
 
     def score(self, x: torch.Tensor, budgets: torch.Tensor) -> torch.Tensor:
         """R(alpha_i | B_i) for paired rows: [n]."""
-        h = torch.relu(self.fc1(torch.cat([x, self.embed(budgets)], dim=1)))
+        parts = [x, self.embed(budgets)]
+        if self.n_rel:
+            parts.append(self.relative(x, budgets))
+        h = torch.relu(self.fc1(torch.cat(parts, dim=1)))
         return self.fc3(torch.relu(self.fc2(h))).squeeze(-1)
 
     def config_dict(self) -> dict[str, Any]:
@@ -120,7 +145,11 @@ def _train_evaluator(space: SearchSpace, dec: Decisions, lat: np.ndarray, acc: n
     bs = min(cfg.batch_size, len(train))
     steps_per_epoch = max(1, len(train) // bs)
     total = n_epochs * steps_per_epoch
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=total, pct_start=0.1)
+    if total >= 4:  # warm-up of >= 2 steps (OneCycleLR divides by zero on a 1-step warm-up)
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=total,
+                                                    pct_start=max(0.1, 2.0 / total))
+    else:  # a few steps only (tiny fine-tunes): constant learning rate
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
     t0, step, loss_v = time.perf_counter(), 0, math.nan
     model.train()
     for epoch in range(n_epochs):

@@ -18,9 +18,13 @@ import numpy as np
 import torch
 
 from nagkit.errors import CheckFailedError
+from nagkit.nag.config import InferenceConfig
 from nagkit.nag.decisions import Decisions
 from nagkit.nag.generator import sample_archs
 from nagkit.space.arch import Arch
+
+
+CANDIDATES = 20  # ranked candidates kept per budget (build falls back along them)
 
 
 class NoFeasibleArchError(CheckFailedError):
@@ -71,10 +75,12 @@ class BudgetResult:
 class NagModel:
     """A loaded workspace model: space, table, evaluator, generator (and the accuracy source)."""
 
-    def __init__(self, space, table, evaluator, generator, source=None):
+    def __init__(self, space, table, evaluator, generator, source=None, inference: InferenceConfig | None = None):
         self.space, self.table, self.evaluator, self.generator = space, table, evaluator, generator
         self.source = source
         self.grid = generator.grid
+        self.inference = inference or InferenceConfig()  # temperature and local refinement
+        self._latency = None
 
     @classmethod
     def from_workspace(cls, workspace, with_source: bool = True) -> NagModel:
@@ -84,7 +90,8 @@ class NagModel:
         ws = load_workspace(workspace)
         ev, _ = load_model(ws.require_artifact("evaluator"), "evaluator", ws.space)
         gen, _ = load_model(ws.require_artifact("generator"), "generator", ws.space)
-        return cls(ws.space, ws.latency_table, ev, gen, ws.open_accuracy_source() if with_source else None)
+        return cls(ws.space, ws.latency_table, ev, gen, ws.open_accuracy_source() if with_source else None,
+                   inference=ws.inference)
 
     def sample(self, budgets: Sequence[float], n: int, seed: int = 0) -> tuple[list[Arch], np.ndarray, np.ndarray]:
         """Raw samples: archs, their table latency and their budget (n per budget, batched)."""
@@ -112,82 +119,140 @@ class NagModel:
             return self._generate(budgets, samples=samples, rerank=rerank, max_rounds=max_rounds, seed=seed,
                                   top=top, accuracy=accuracy)
 
-    def _unique_feasible(self, dec, budget: float) -> tuple[Decisions, np.ndarray, int]:
-        """Unique rows of ``dec`` (inactive slots ignored), their table latency, and how many
-        of the raw samples fit ``budget``. Only unique archs are built and looked up."""
-        key = np.concatenate([dec.r[:, None], dec.depth, np.where(dec.active(self.space), dec.k + 1, 0),
-                              np.where(dec.active(self.space), dec.e + 1, 0)], axis=1)
-        _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
-        uniq = dec.select(first)
-        lat = self.table.predict_many(self.space, uniq.to_archs(self.space))
-        n_fit = int((lat[inverse.reshape(-1)] <= budget).sum())
-        keep = lat <= budget
-        return uniq.select(np.flatnonzero(keep)), lat[keep], n_fit
+    def _score_fn(self):
+        ev = self.evaluator
+
+        def score(dec: Decisions, lat: np.ndarray, budgets: np.ndarray) -> np.ndarray:
+            if len(dec) == 0:
+                return np.zeros(0)
+            with torch.no_grad():
+                return ev.score(ev.features(dec, lat), torch.from_numpy(np.asarray(budgets)).float()).numpy()
+
+        return score
 
     def _generate(self, budgets, *, samples, rerank, max_rounds, seed, top, accuracy) -> list[BudgetResult]:
+        from nagkit.nag.local import DecisionLatency, concat, dedupe, fitness_of, local_search, polish, seed_niches
+
+        inf = self.inference
         budgets = [float(b) for b in self.grid.check(budgets)]
+        m = len(budgets)
+        barr = np.asarray(budgets)
         t0 = time.perf_counter()
-        pool: dict[int, list[tuple[Decisions, np.ndarray]]] = {i: [] for i in range(len(budgets))}
-        n_sampled = [0] * len(budgets)
-        n_feas = [0] * len(budgets)
-        rounds = [0] * len(budgets)
-        todo = list(range(len(budgets)))
-        for rnd in range(max(1, max_rounds)):
-            if not todo:
+        if self._latency is None:
+            self._latency = DecisionLatency(self.table, self.space)
+        lat_fn, score_fn = self._latency, self._score_fn()
+        n_sampled, n_feas, rounds = np.zeros(m, int), np.zeros(m, int), np.zeros(m, int)
+        parts: list[tuple[Decisions, np.ndarray, np.ndarray]] = []
+        todo = np.arange(m)
+        # with local refinement one round suffices: it repairs a budget with nothing feasible
+        n_rounds = 1 if inf.local_rounds > 0 else max(1, max_rounds)
+        for rnd in range(n_rounds):
+            dec, _ = sample_archs(self.generator, barr[todo], samples, seed=seed + 7919 * rnd,
+                                  temperature=inf.temperature)
+            grp = np.repeat(todo, samples)
+            lat = lat_fn(dec)
+            fit = lat <= barr[grp]
+            rounds[todo] += 1
+            n_sampled[todo] += samples
+            n_feas += np.bincount(grp[fit], minlength=m)
+            parts.append((dec, grp, lat))
+            todo = np.flatnonzero(n_feas == 0)
+            if not len(todo):
                 break
-            dec, _ = sample_archs(self.generator, np.array([budgets[i] for i in todo]), samples,
-                                  seed=seed + 7919 * rnd)
-            for j, i in enumerate(todo):
-                rounds[i] += 1
-                n_sampled[i] += samples
-                d, lat, n_fit = self._unique_feasible(dec.select(slice(j * samples, (j + 1) * samples)), budgets[i])
-                n_feas[i] += n_fit
-                if len(d):
-                    pool[i].append((d, lat))
-            todo = [i for i in todo if not pool[i]]
-        if todo:
-            i = todo[0]
+        dec = concat(*[p[0] for p in parts])
+        grp = np.concatenate([p[1] for p in parts])
+        lat = np.concatenate([p[2] for p in parts])
+        niche = np.zeros(len(grp), dtype=np.int64)
+        n_niche = 1
+        if inf.local_rounds > 0:
+            # resolution niches (local_niches > 1): each searched separately, so one resolution
+            # cannot crowd out the others before re-ranking
+            if inf.local_niches > 1:
+                dec, sub, n_niche = seed_niches(self.space, dec, grp, inf.local_niches)
+                lat = None
+            else:
+                sub = grp
+            dec, sub, lat, sc = local_search(
+                self.space, dec, sub, np.repeat(barr, n_niche), score_fn, lat_fn, rounds=inf.local_rounds,
+                children=max(1, inf.local_children // n_niche), parents=max(2, inf.local_parents // n_niche),
+                prob=inf.local_prob, keep=max(2, inf.local_keep // n_niche), seed=seed, lat=lat)
+            grp, niche = sub // n_niche, sub % n_niche
+        else:
+            keep = lat <= barr[grp]
+            dec, grp, lat = dec.select(keep), grp[keep], lat[keep]
+            idx = dedupe(self.space, dec, grp)
+            dec, grp, lat = dec.select(idx), grp[idx], lat[idx]
+            sc = score_fn(dec, lat, barr[grp])
+            niche = np.zeros(len(grp), dtype=np.int64)
+        ok = lat <= barr[grp]
+        missing = [i for i in range(m) if not ok[grp == i].any()]
+        if missing:
+            i = missing[0]
             raise NoFeasibleArchError(
                 f"no generated architecture met the budget {budgets[i]:g} ms after {rounds[i]} rounds of "
                 f"{samples} samples", hint="raise the budget, pass more --samples, or retrain the generator")
+        fit_all = fitness_of(sc, lat, barr[grp])
+        # rank within (budget, niche); re-ranking takes the top of every niche in turn
+        sub = grp * n_niche + niche
+        order = np.lexsort((-fit_all, sub))
+        order = order[ok[order]]
+        rank = np.empty(len(grp), dtype=np.int64)
+        rank[order] = np.arange(len(order)) - np.searchsorted(sub[order], sub[order], side="left")
+        if n_niche > 1:
+            rank = rank * n_niche + niche
+        # re-ranking (and polishing) by the accuracy source, all budgets in one batch
+        queried: dict[tuple[int, int], float] = {}  # (group, row in the extended pool) -> accuracy
+        n_queries = np.zeros(m, dtype=np.int64)
+        if rerank > 0 and self.source is not None:
+            head = np.flatnonzero(ok & (rank < rerank))
+            head = head[np.lexsort((rank[head], grp[head]))]
+            accs = self.source.evaluate(dec.select(head).to_archs(self.space))
+            n_queries += np.bincount(grp[head], minlength=m)
+            q_dec, q_grp, q_acc, q_lat = dec.select(head), grp[head], np.asarray(accs, float), lat[head]
+            if inf.polish_rounds > 0:
+                q_dec, q_grp, q_acc, q_lat, n_new = polish(
+                    self.space, q_dec, q_grp, q_acc, barr, score_fn, lat_fn,
+                    lambda d: self.source.evaluate(d.to_archs(self.space)), rounds=inf.polish_rounds,
+                    queries=inf.polish_queries, parents=inf.polish_parents, children=inf.polish_children,
+                    prob=inf.local_prob, seed=seed + 1, crossover_share=inf.polish_crossover)
+                n_queries += n_new
+            # the queried archs join the pool (those from polishing are new rows)
+            n_old = len(head)
+            dec = concat(dec, q_dec.select(np.arange(n_old, len(q_grp))))
+            grp = np.concatenate([grp, q_grp[n_old:]])
+            lat = np.concatenate([lat, q_lat[n_old:]])
+            new_sc = score_fn(q_dec.select(np.arange(n_old, len(q_grp))), q_lat[n_old:], barr[q_grp[n_old:]])
+            sc = np.concatenate([sc, new_sc])
+            fit_all = np.concatenate([fit_all, new_sc])
+            ok = np.concatenate([ok, np.ones(len(q_grp) - n_old, dtype=bool)])
+            rows = np.concatenate([head, np.arange(len(grp) - (len(q_grp) - n_old), len(grp))])
+            queried = {(int(g), int(r)): float(a) for g, r, a in zip(q_grp, rows, q_acc)}
+        n_keep = max(rerank, top, CANDIDATES)
         elapsed = time.perf_counter() - t0
         results = []
         for i, b in enumerate(budgets):
             t1 = time.perf_counter()
-            d, lat = pool[i][0]
-            for d2, l2 in pool[i][1:]:  # several rounds: merge (duplicates across rounds are dropped below)
-                d = Decisions(np.concatenate([d.r, d2.r]), np.concatenate([d.depth, d2.depth]),
-                              np.concatenate([d.k, d2.k]), np.concatenate([d.e, d2.e]))
-                lat = np.concatenate([lat, l2])
-            archs = d.to_archs(self.space)
-            with torch.no_grad():
-                x = self.evaluator.features(d, lat)
-                sc = self.evaluator.score(x, torch.full((len(archs),), b)).numpy()
-            order = np.argsort(-sc, kind="stable")
-            seen: set[str] = set()
-            cands = []
-            for j in order:
-                key = str(archs[j])
-                if key not in seen:
-                    seen.add(key)
-                    cands.append(Candidate(archs[j], float(lat[j]), float(sc[j])))
+            sel = np.flatnonzero((grp == i) & ok)
+            n_unique = len(sel)
+            acc_of = np.array([queried.get((i, int(j)), np.nan) for j in sel])
+            has = np.isfinite(acc_of)
+            # queried archs first, by accuracy; then the rest by the evaluator
+            key = np.where(has, -acc_of, 0.0)
+            sel = sel[np.lexsort((-fit_all[sel], key, ~has))][:max(n_keep, int(has.sum()))]
+            archs = dec.select(sel).to_archs(self.space)
+            cands = [Candidate(a, float(lat[j]), float(sc[j]), queried.get((i, int(j)))) for a, j in zip(archs, sel)]
             q0 = self.source.queries if self.source is not None else 0
-            if rerank > 0 and self.source is not None:
-                head = cands[:rerank]
-                accs = self.source.evaluate([c.arch for c in head])
-                for c, a in zip(head, accs):
-                    c.accuracy = float(a)
-                head.sort(key=lambda c: -c.accuracy)
-                cands = head + cands[rerank:]
             if accuracy and self.source is not None:
                 need = [c for c in cands[:top] if c.accuracy is None]
                 if need:
                     for c, a in zip(need, self.source.evaluate([c.arch for c in need])):
                         c.accuracy = float(a)
-            queries = (self.source.queries - q0) if self.source is not None else 0
-            results.append(BudgetResult(b, cands, n_sampled[i], n_feas[i], rounds[i],
+            queries = int(n_queries[i]) + ((self.source.queries - q0) if self.source is not None else 0)
+            results.append(BudgetResult(b, cands, int(n_sampled[i]), int(n_feas[i]), int(rounds[i]),
                                         self.source.name if self.source is not None else "none", queries,
-                                        elapsed / len(budgets) + time.perf_counter() - t1))
+                                        elapsed / len(budgets) + time.perf_counter() - t1,
+                                        extra={"unique_feasible": n_unique, "local_rounds": inf.local_rounds,
+                                               "polish_rounds": inf.polish_rounds if rerank > 0 else 0}))
         return results
 
 

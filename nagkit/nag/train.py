@@ -116,18 +116,49 @@ def _train_models(space, table, archs, lat, acc, *, budgets, evaluator_cfg, gene
 
 def _refine_proposals(space, table, ev, gen, grid, gc, rnd: int, seen: set[str]) -> list:
     """Archs to query in a refinement round: for ``refine_budgets`` budgets, the evaluator's top
-    unique feasible archs among ``refine_pool`` generator samples (at ``refine_temperature``)
-    that are not in the data yet; ``refine_samples`` in all."""
+    unique feasible archs among ``refine_pool`` generator samples (at ``refine_temperature``),
+    refined by ``refine_local_rounds`` rounds of evaluator-guided local search when > 0, that
+    are not in the data yet; ``refine_samples`` in all."""
     from nagkit.nag.generator import sample_archs
 
     rng = np.random.default_rng(gc.seed + 1000 + rnd)
     budgets = grid.stratified(gc.refine_budgets, rng)
     dec, bud = sample_archs(gen, budgets, gc.refine_pool, seed=gc.seed + 1000 + rnd, temperature=gc.refine_temperature)
+    per = max(1, gc.refine_samples // gc.refine_budgets)
+    if gc.refine_local_rounds > 0:
+        from nagkit.nag.local import DecisionLatency, _rank_in_groups, fitness_of, local_search, seed_niches
+
+        def score_fn(d, lat, b):
+            with torch.no_grad():
+                return ev.score(ev.features(d, lat), torch.from_numpy(np.asarray(b)).float()).numpy()
+
+        grp = np.repeat(np.arange(len(budgets)), gc.refine_pool)
+        dec, sub, nn = seed_niches(space, dec, grp, gc.refine_niches)
+        dec, sub, lat, sc = local_search(space, dec, sub, np.repeat(budgets, nn), score_fn,
+                                         DecisionLatency(table, space), rounds=gc.refine_local_rounds,
+                                         children=max(1, gc.refine_pool // nn), parents=max(2, 20 // nn),
+                                         prob=0.1, keep=max(2, 4 * per // nn), seed=gc.seed + 1000 + rnd)
+        grp = sub // nn
+        fit = fitness_of(sc, lat, budgets[grp])
+        rank = _rank_in_groups(sub, fit) * nn + sub % nn  # the niches' best in turn
+        out = []
+        for i in range(len(budgets)):
+            sel = np.flatnonzero((grp == i) & (lat <= budgets[i]))
+            sel = sel[np.argsort(rank[sel], kind="stable")]
+            took = 0
+            for j, a in zip(sel, dec.select(sel).to_archs(space)):
+                if took >= per:
+                    break
+                key = str(a)
+                if key not in seen:
+                    seen.add(key)
+                    out.append(a)
+                    took += 1
+        return out
     archs = dec.to_archs(space)
     lat = table.predict_many(space, archs)
     with torch.no_grad():
         sc = ev.score(ev.features(dec, lat), torch.from_numpy(bud).float()).numpy()
-    per = max(1, gc.refine_samples // gc.refine_budgets)
     out = []
     for i in range(len(budgets)):
         sl = np.arange(i * gc.refine_pool, (i + 1) * gc.refine_pool)
