@@ -110,24 +110,44 @@ class NetworkCache:
 
 def measure_networks(device, space: SearchSpace, archs: Sequence[Arch], *, cfg=None,
                      cache_dir: str | Path | None = None, progress: bool = True, label: str = "measure",
-                     jobs: int | None = None):
-    """LatencyStats of each arch measured end to end on ``device``."""
+                     jobs: int | None = None, passes: int = 1):
+    """LatencyStats of each arch measured end to end on ``device``.
+
+    With ``passes`` > 1 every arch is measured once per pass over the whole list (so a burst of
+    load elsewhere hits one pass of an arch, not all of them); its ``median_ms`` is then the
+    median of its per-pass medians, the other statistics come from the pooled samples."""
+    if passes < 1:
+        raise BadInputError(f"passes must be >= 1, got {passes}")
     cache = NetworkCache(device.model_format, cache_dir)
     cache.prepare(space, archs, jobs=jobs, progress=progress)
-    out = []
-    with progress_bar(progress, len(archs), 0, str(device.spec), label) as advance:
-        for a in archs:
-            model = cache.get(space, a)
-            shape = (1, space.in_channels, a.r, a.r)
-            out.append(device.measure(model, shape, cfg) if cfg is not None else device.measure(model, shape))
-            advance(str(a))
-    return out, {"dir": str(cache.dir), "hits": cache.hits, "misses": cache.misses}
+    per: list[list] = [[] for _ in archs]
+    with progress_bar(progress, len(archs) * passes, 0, str(device.spec), label) as advance:
+        for _ in range(passes):
+            for i, a in enumerate(archs):
+                model = cache.get(space, a)
+                shape = (1, space.in_channels, a.r, a.r)
+                per[i].append(device.measure(model, shape, cfg) if cfg is not None else device.measure(model, shape))
+                advance(str(a))
+    out = [st[0] if len(st) == 1 else _combine_passes(st) for st in per]
+    return out, {"dir": str(cache.dir), "hits": cache.hits, "misses": cache.misses, "passes": passes}
+
+
+def _combine_passes(stats: Sequence[Any]):
+    """One LatencyStats from several passes: median of the pass medians, pooled spread."""
+    from dataclasses import replace as dc_replace
+
+    from nagkit.devices.base import LatencyStats
+
+    pooled = [x for s in stats for x in s.samples_ms] or [s.median_ms for s in stats]
+    st = LatencyStats.from_samples(pooled)
+    return dc_replace(st, median_ms=float(np.median([s.median_ms for s in stats])),
+                      noisy=sum(bool(s.noisy) for s in stats) * 2 > len(stats))
 
 
 def calibrate(table: LatencyTable, device, space: SearchSpace, n: int, seed: int = 1, *,
               resolutions: Sequence[int] | None = None, cfg=None, cache_dir=None,
               progress: bool = True, jobs: int | None = None, exclude: Sequence[Arch] = (),
-              group_by: str | None = None, shrinkage: float | None = None) -> LatencyTable:
+              group_by: str | None = None, shrinkage: float | None = None, passes: int = 1) -> LatencyTable:
     """Measure ``n`` random networks (none of ``exclude``) and return the table with a fitted
     grouped calibration (:func:`nagkit.latency.calibration.fit_grouped`)."""
     from nagkit.latency.calibration import DEFAULT_GROUP_BY, DEFAULT_SHRINKAGE, fit_grouped
@@ -136,12 +156,12 @@ def calibrate(table: LatencyTable, device, space: SearchSpace, n: int, seed: int
     archs = random_archs(space, n, seed, resolutions or _table_res(table, space), exclude=exclude)
     table.predict_many(space, archs, calibrated=False)  # fail on a missing key before measuring
     stats, cinfo = measure_networks(device, space, archs, cfg=cfg, cache_dir=cache_dir,
-                                    progress=progress, label="calibrate", jobs=jobs)
+                                    progress=progress, label="calibrate", jobs=jobs, passes=passes)
     meas = np.array([s.median_ms for s in stats])
     cal = fit_grouped(table, space, archs, meas, group_by=group_by or DEFAULT_GROUP_BY,
                       shrinkage=DEFAULT_SHRINKAGE if shrinkage is None else shrinkage, seed=seed,
                       device=str(device.spec), measured_when=utc_now(),
-                      noisy_measurements=int(sum(bool(s.noisy) for s in stats)))
+                      noisy_measurements=int(sum(bool(s.noisy) for s in stats)), passes=passes)
     log.info("calibration (%s, %d groups): fit MAPE %.2f%%, leave-one-out MAPE %s, raw MAPE %.2f%%",
              cal.group_by, len(cal.group_scales), cal.fit_error,
              f"{cal.details['loo_mape']:.2f}%" if "loo_mape" in cal.details else "n/a", cal.details["raw_mape"])
@@ -168,12 +188,12 @@ def fidelity(pred: np.ndarray, meas: np.ndarray) -> dict[str, float]:
 
 def validate(table: LatencyTable, device, space: SearchSpace, n: int, seed: int = 0, *,
              resolutions: Sequence[int] | None = None, cfg=None, cache_dir=None,
-             progress: bool = True, jobs: int | None = None) -> dict[str, Any]:
+             progress: bool = True, jobs: int | None = None, passes: int = 1) -> dict[str, Any]:
     """Measure ``n`` random networks end to end and compare with the table's predictions."""
     archs = random_archs(space, n, seed, resolutions or _table_res(table, space))
     raw = table.predict_many(space, archs, calibrated=False)  # fail on a missing key before measuring
     stats, cinfo = measure_networks(device, space, archs, cfg=cfg, cache_dir=cache_dir,
-                                    progress=progress, label="validate", jobs=jobs)
+                                    progress=progress, label="validate", jobs=jobs, passes=passes)
     meas = np.array([s.median_ms for s in stats])
     cal = table.calibration
     calp = table.predict_many(space, archs, calibrated=True) if cal is not None else None
