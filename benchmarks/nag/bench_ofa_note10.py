@@ -58,17 +58,22 @@ def run_evolution(ws, source, budget: float, seed: int, generations: int = 500, 
 
 
 def nag_section(ws, model, source, rerank: int, samples: int) -> dict:
-    """Generation at every budget: returned arch, raw-sample feasibility, timing."""
+    """Generation at every budget: returned arch, raw-sample feasibility, timing. Timed calls
+    run the whole pipeline the quality figures use (sampling, local refinement, re-ranking and
+    polishing by the accuracy source); the evaluator-only pick (no accuracy-source query at
+    generation time) is reported beside it."""
     model.source = source
-    model.generate(BUDGETS[:1], samples=samples, rerank=0, top=1, accuracy=False)  # warm-up
+    model.generate(BUDGETS[:1], samples=samples, rerank=rerank, top=1)  # warm-up
     q0 = source.queries
     t0 = time.perf_counter()
     batch = model.generate(BUDGETS, samples=samples, rerank=rerank, top=1)
     t_batch = time.perf_counter() - t0
+    q_batch = source.queries - q0
+    plain = model.generate(BUDGETS, samples=samples, rerank=0, top=1)  # evaluator-only pick (+1 query each)
     per_budget_times = []
     for b in BUDGETS:
         t1 = time.perf_counter()
-        model.generate([b], samples=samples, rerank=0, top=1, accuracy=False)
+        model.generate([b], samples=samples, rerank=rerank, top=1)
         per_budget_times.append(time.perf_counter() - t1)
     archs, lat, bud = model.sample(BUDGETS, 1000, seed=2024)
     rows = []
@@ -78,10 +83,14 @@ def nag_section(ws, model, source, rerank: int, samples: int) -> dict:
                      "latency_ms": r.best.latency_ms, "accuracy_pct": r.best.accuracy * 100,
                      "within_budget": r.best.latency_ms <= b,
                      "raw_samples_within_budget": float((lat[sl] <= b).mean()),
-                     "unique_feasible_candidates": len(r.candidates), "accuracy_queries": r.queries,
+                     "raw_samples_unique_feasible": len({str(a) for a, l in zip(archs[sl], lat[sl]) if l <= b}),
+                     "unique_feasible_candidates": r.extra.get("unique_feasible", len(r.candidates)),
+                     "accuracy_queries": r.queries,
+                     "evaluator_only": {"arch": str(plain[i].best.arch), "latency_ms": plain[i].best.latency_ms,
+                                        "accuracy_pct": plain[i].best.accuracy * 100},
                      "generation_seconds_single_budget": per_budget_times[i]})
-    return {"rows": rows, "rerank": rerank, "samples": samples, "batch_seconds_all_budgets": t_batch,
-            "accuracy_queries_total": source.queries - q0}
+    return {"rows": rows, "rerank": rerank, "samples": samples, "inference": dataclasses.asdict(model.inference),
+            "batch_seconds_all_budgets": t_batch, "accuracy_queries_total": q_batch}
 
 
 def main() -> int:
@@ -95,6 +104,8 @@ def main() -> int:
     ap.add_argument("--note", default="")
     ap.add_argument("--reuse-evolution", default=None,
                     help="take the evolution (and equal-query) sections from an earlier JSON of this script")
+    ap.add_argument("--evolution-only", action="store_true",
+                    help="run only the evolution rows (for --reuse-evolution later) and write them to --out")
     ap.add_argument("--train-seconds", type=float, default=None,
                     help="wall time of the `nagkit train` run (with --skip-train)")
     args = ap.parse_args()
@@ -105,6 +116,8 @@ def main() -> int:
     from nagkit.workspace import load_workspace
 
     ws = load_workspace(args.workspace)
+    if args.evolution_only:
+        return evolution_only(ws, args)
     out: dict = {"benchmark": "nag-ofa-note10", "machine": machine(), "workspace": ws.summary(),
                  "budgets_ms": BUDGETS, "reference_evolution_pct": REFERENCE_EVOLUTION, "note": args.note}
     source = ws.open_accuracy_source()
@@ -160,17 +173,8 @@ def main() -> int:
         evo_rows = prev["evolution"]["rows"]
         if "equal_queries" in prev and not args.equal_queries:
             out["equal_queries"] = prev["equal_queries"]
-    for b, ref in zip(BUDGETS, REFERENCE_EVOLUTION) if not evo_rows else ():
-        accs, secs, qs = [], [], []
-        for s in range(args.evo_seeds):
-            r = run_evolution(ws, source, b, seed=s)
-            accs.append(r.accuracy * 100)
-            secs.append(r.seconds)
-            qs.append(r.queries)
-        evo_rows.append({"budget_ms": b, "accuracy_pct_mean": float(np.mean(accs)), "accuracy_pct_seeds": accs,
-                         "seconds_mean": float(np.mean(secs)), "queries_per_run": int(np.mean(qs)),
-                         "reference_pct": ref})
-        print(f"evolution {b:g} ms: {np.mean(accs):.2f}% ({np.mean(secs):.1f} s)", file=sys.stderr)
+    if not evo_rows:
+        evo_rows = evolution_rows(ws, source, args.evo_seeds)
     if not args.reuse_evolution:
         out["evolution"] = {"rows": evo_rows, "seeds": args.evo_seeds, "generations": 500}
 
@@ -186,7 +190,11 @@ def main() -> int:
         "raw_samples_within_budget_ok": all(r["raw_samples_within_budget"] >= 0.9 for r in nag_rows),
         "nag_minus_evolution_points": deltas, "nag_minus_reference_points": deltas_ref,
         "quality_ok": all(d >= -0.2 for d in deltas),
+        "nag_evaluator_only_minus_evolution_points": [n["evaluator_only"]["accuracy_pct"] - e["accuracy_pct_mean"]
+                                                      for n, e in zip(nag_rows, evo_rows)],
+        "nag_accuracy_queries_per_budget": [n["accuracy_queries"] for n in nag_rows],
         "generation_seconds_max_per_budget": gen_t, "generation_ok": gen_t <= 0.05,
+        "generation_seconds_batch_per_budget": out["nag"]["batch_seconds_all_budgets"] / len(BUDGETS),
         "training_seconds": out.get("training", {}).get("seconds_total"),
         "training_ok": out.get("training", {}).get("seconds_total", 1e9) <= 180,
         "evolution_seconds_mean_per_budget": evo_t,
@@ -202,6 +210,33 @@ def main() -> int:
     return 0
 
 
+def evolution_rows(ws, source, seeds: int) -> list[dict]:
+    rows = []
+    for b, ref in zip(BUDGETS, REFERENCE_EVOLUTION):
+        accs, secs, qs, archs = [], [], [], []
+        for s in range(seeds):
+            r = run_evolution(ws, source, b, seed=s)
+            accs.append(r.accuracy * 100)
+            secs.append(r.seconds)
+            qs.append(r.queries)
+            archs.append(str(r.arch))
+        rows.append({"budget_ms": b, "accuracy_pct_mean": float(np.mean(accs)), "accuracy_pct_seeds": accs,
+                     "seconds_mean": float(np.mean(secs)), "queries_per_run": int(np.mean(qs)),
+                     "reference_pct": ref, "archs": archs})
+        print(f"evolution {b:g} ms: {np.mean(accs):.2f}% ({np.mean(secs):.1f} s)", file=sys.stderr)
+    return rows
+
+
+def evolution_only(ws, args) -> int:
+    out = {"benchmark": "nag-ofa-note10-evolution", "machine": machine(), "workspace": ws.summary(),
+           "budgets_ms": BUDGETS, "note": args.note}
+    out["evolution"] = {"rows": evolution_rows(ws, ws.open_accuracy_source(), args.evo_seeds),
+                        "seeds": args.evo_seeds, "generations": 500}
+    out["machine"]["load_avg_end"] = os.getloadavg()
+    atomic_write_json(args.out, out)
+    return 0
+
+
 def equal_query_section(ws, total: int, rerank: int, grid_range: tuple[float, float]) -> dict:
     """NAG with `total` queries in all (dataset + refinement + re-ranking) vs one independent
     evolution per budget with total / 7 queries each. The small dataset's latency range may not
@@ -213,12 +248,17 @@ def equal_query_section(ws, total: int, rerank: int, grid_range: tuple[float, fl
 
     src = ws.open_accuracy_source()
     k = len(BUDGETS)
+    inf = ws.inference
+    # generation-time queries scaled down with the total: re-rank <= 20, polish <= 2 x 15 per budget
     rr = min(rerank, 20)
+    eq_inf = dataclasses.replace(inf, polish_rounds=min(inf.polish_rounds, 2) if rr else 0,
+                                 polish_queries=min(inf.polish_queries, 15))
+    per_budget = rr + eq_inf.polish_rounds * eq_inf.polish_queries if rr else 1
     gc = ws.generator_config
     refine = min(gc.refine_rounds * gc.refine_samples, total // 4)
     rounds = gc.refine_rounds if refine else 0
     per_round = refine // rounds if rounds else 0
-    n_data = total - k * (rr + 1) - rounds * per_round
+    n_data = total - k * per_budget - rounds * per_round
     archs = sample_many(ws.space, n_data, seed=ws.dataset_settings.seed + 77)
     lat = ws.latency_table.predict_many(ws.space, archs)
     acc = src.evaluate(archs)
@@ -229,7 +269,7 @@ def equal_query_section(ws, total: int, rerank: int, grid_range: tuple[float, fl
                                 budgets=dataclasses.replace(ws.budgets, min_ms=grid_range[0], max_ms=grid_range[1]),
                                 evaluator_cfg=ws.evaluator_config, generator_cfg=gcfg, source=src)
     train_s = time.perf_counter() - t0
-    model = NagModel(ws.space, ws.latency_table, ev, gen, src)
+    model = NagModel(ws.space, ws.latency_table, ev, gen, src, inference=eq_inf)
     from nagkit.nag.infer import NoFeasibleArchError
 
     nag_rows = []
@@ -243,15 +283,19 @@ def equal_query_section(ws, total: int, rerank: int, grid_range: tuple[float, fl
     evo_src = ws.open_accuracy_source()
     per = total // k
     evo_rows = []
-    for b in BUDGETS:
-        r = run_evolution(ws, evo_src, b, seed=0, queries=per)
-        evo_rows.append({"budget_ms": b, "accuracy_pct": r.accuracy * 100, "latency_ms": r.latency_ms,
-                         "queries": r.queries})
+    for b in BUDGETS:  # 3 seeds of the whole repeated-evolution run (each seed uses `total` queries)
+        runs = [run_evolution(ws, evo_src, b, seed=s, queries=per) for s in range(3)]
+        evo_rows.append({"budget_ms": b, "accuracy_pct": float(np.mean([r.accuracy * 100 for r in runs])),
+                         "accuracy_pct_seeds": [r.accuracy * 100 for r in runs],
+                         "latency_ms": [r.latency_ms for r in runs], "queries": [r.queries for r in runs]})
     wins = [(n["accuracy_pct"] if n["accuracy_pct"] is not None else 0.0) - e["accuracy_pct"]
             for n, e in zip(nag_rows, evo_rows)]  # a budget NAG could not meet counts as 0%
-    return {"total_queries": total, "nag_queries": nag_q, "nag_dataset": n_data, "nag_refinement": rounds * per_round,
-            "nag_rerank_per_budget": rr, "nag_training_seconds": train_s, "nag": nag_rows,
-            "evolution_queries": evo_src.queries, "evolution_per_budget": per, "evolution": evo_rows,
+    return {"total_queries": total, "nag_queries": nag_q, "nag_queries_within_total": nag_q <= total,
+            "nag_dataset": n_data, "nag_refinement": rep["refinement_queries"],
+            "nag_rerank_per_budget": rr, "nag_generation_queries_per_budget_max": per_budget,
+            "nag_inference": dataclasses.asdict(eq_inf), "nag_training_seconds": train_s, "nag": nag_rows,
+            "evolution_queries_per_seed": evo_src.queries / 3, "evolution_per_budget": per, "evolution_seeds": 3,
+            "evolution": evo_rows,
             "nag_minus_evolution_points": wins, "nag_mean_advantage_points": float(np.mean(wins)),
             "nag_wins_budgets": int(sum(w > 0 for w in wins))}
 

@@ -72,12 +72,21 @@ class Generator(nn.Module):
         logp = torch.zeros(n)
         ent = torch.zeros(n)
         depth_vals = torch.tensor(sp.depth_list)
+        hid = h.shape[1]
         for t, (kind, s, j) in enumerate(self.layout):
             gates = g_proj + tok_proj[prev] + h @ w_hh
-            i_g, f_g, c_g, o_g = gates.chunk(4, dim=1)
-            c = torch.sigmoid(f_g) * c + torch.sigmoid(i_g) * torch.tanh(c_g)
-            h = torch.sigmoid(o_g) * torch.tanh(c)
-            logits = (h @ self.head_w[t] + self.head_b[t]) / temperature + self.logit_mask[t]
+            if stats:
+                i_g, f_g, c_g, o_g = gates.chunk(4, dim=1)
+                c = torch.sigmoid(f_g) * c + torch.sigmoid(i_g) * torch.tanh(c_g)
+                h = torch.sigmoid(o_g) * torch.tanh(c)
+            else:  # inference: one sigmoid over all gates (fewer kernel calls)
+                sg = torch.sigmoid(gates)
+                c = sg[:, hid:2 * hid] * c + sg[:, :hid] * torch.tanh(gates[:, 2 * hid:3 * hid])
+                h = sg[:, 3 * hid:] * torch.tanh(c)
+            logits = h @ self.head_w[t] + self.head_b[t]
+            if temperature != 1.0:
+                logits = logits / temperature
+            logits = logits + self.logit_mask[t]
             logq = torch.log_softmax(logits, dim=-1)
             if greedy:
                 a = logq.argmax(dim=-1)
@@ -87,7 +96,8 @@ class Generator(nn.Module):
                 a = (torch.cumsum(logq.exp(), dim=-1) < u).sum(dim=-1).clamp_(max=self.sizes[t] - 1)
             live = None
             if kind in ("k", "e"):
-                live = (depth_vals[depth[:, s]] > j).float()
+                if stats:
+                    live = (depth_vals[depth[:, s]] > j).float()
                 (k if kind == "k" else e)[:, s * md + j] = a
             elif kind == "depth":
                 depth[:, s] = a
@@ -160,7 +170,7 @@ def sample_archs(gen: Generator, budgets_ms: np.ndarray, n: int, seed: int,
     """``n`` samples per budget (one batch); returns decisions and the budget of each row."""
     bud = np.repeat(np.asarray(budgets_ms, dtype=np.float64), n)
     tgen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
+    with torch.inference_mode():
         dec, _, _ = gen(torch.from_numpy(bud).float(), generator=tgen, temperature=temperature, stats=False)
     return dec, bud
 
