@@ -107,11 +107,32 @@ def _load_weights(ws, space, weights: str | None, random_init: bool, seed: int):
     return OFAMobileNetV3(space).eval(), None, None
 
 
+ACCURACY_MODES = ("auto", "always", "never")
+
+
+def _source_accuracy(source, arch, mode: str) -> float | None:
+    """The accuracy source's value for ``arch`` as ``mode`` allows (see :func:`build`)."""
+    if source is None or mode == "never":
+        return None
+    if mode == "auto" and getattr(source, "expensive", False):
+        cached = source.cached(arch) if hasattr(source, "cached") else None
+        if cached is None:
+            log.info("accuracy not measured: the %s source is expensive here and has no cached value for %s "
+                     "(pass --accuracy always)", getattr(source, "name", "accuracy"), arch)
+        return cached
+    return float(source.evaluate([arch])[0])
+
+
 def build(budget_ms: float, *, workspace=None, device_spec: str | None = None, formats: str | None = "tflite",
           out: str | Path | None = None, force: bool = False, weights: str | None = None, random_init: bool = False,
           finetune: int = 0, max_tries: int = DEFAULT_MAX_TRIES, samples: int | None = None, seed: int = 0,
-          device=None) -> BuildResult:
-    """Build a verified bundle for ``budget_ms``. ``device`` (a Device) overrides ``device_spec``."""
+          device=None, accuracy: str = "auto") -> BuildResult:
+    """Build a verified bundle for ``budget_ms``. ``device`` (a Device) overrides ``device_spec``.
+
+    ``accuracy``: when to ask the workspace's accuracy source for the exported arch's accuracy:
+    ``always``; ``never``; ``auto`` (default) = unless the source is expensive (a supernet
+    evaluated on this machine: ~30 s per arch on a 2-core CPU) and has no cached value.
+    """
     from nagkit.export.bundle import check_bundle_target, make_manifest, write_bundle
     from nagkit.export.exporter import export_model
     from nagkit.nag.infer import NagModel
@@ -122,6 +143,8 @@ def build(budget_ms: float, *, workspace=None, device_spec: str | None = None, f
         raise BadInputError(f"--budget must be a positive number of milliseconds, got {budget_ms}")
     if max_tries < 1:
         raise BadInputError(f"--max-tries must be at least 1, got {max_tries}")
+    if accuracy not in ACCURACY_MODES:
+        raise BadInputError(f"--accuracy {accuracy!r} is not valid; valid: {', '.join(ACCURACY_MODES)}")
     fmts = parse_formats(formats)
     out_dir = Path(out) if out else Path(f"nagkit-bundle-{budget_ms:g}ms")
     check_bundle_target(out_dir, force=force)
@@ -161,7 +184,7 @@ def build(budget_ms: float, *, workspace=None, device_spec: str | None = None, f
         lo, hi = model.grid.lo, model.grid.hi
         gen_budget = min(max(budget_ms, lo), hi)
         res = model.generate([gen_budget], samples=samples or ws.inference.samples, rerank=ws.inference.rerank,
-                             max_rounds=ws.inference.max_rounds, seed=seed, top=max_tries)[0]
+                             max_rounds=ws.inference.max_rounds, seed=seed, top=max_tries, accuracy=False)[0]
         cands = [c for c in res.candidates if c.latency_ms <= budget_ms]
         if not cands:  # budget in [smallest achievable, generator range): the smallest arch fits
             from nagkit.nag.infer import Candidate
@@ -205,6 +228,10 @@ def build(budget_ms: float, *, workspace=None, device_spec: str | None = None, f
                 attempts.append(Attempt(str(arch), pred, stats.median_ms if stats else None, True))
                 t = time.perf_counter()
                 acc = cand.accuracy
+                if acc is None and w_sha is not None:
+                    acc = _source_accuracy(model.source, arch, accuracy)
+                    timings["accuracy"] = time.perf_counter() - t
+                    t = time.perf_counter()
                 notes = [f"workspace {ws.name}", "BN statistics " + ("recalibrated on the workspace's training images"
                                                                if recalibrate else "inherited from the supernet checkpoint")]
                 notes = notes + (["fine-tuned for %d epochs" % finetune] if finetune else [])

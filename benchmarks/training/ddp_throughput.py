@@ -64,7 +64,7 @@ def main() -> int:
                     "cpu_count": os.cpu_count(), "torch": torch.__version__, "python": platform.python_version()},
         "setup": {"space": a.space, "train_images": a.train_images, "batch_per_gpu": a.batch_size,
                   "phases": "one epoch each of full, kernel, depth1, depth2, expand1, expand2",
-                  "amp": "bf16 autocast, channels_last", "grad_sync": "one flattened all_reduce per step (NCCL)"},
+                  "amp": "bf16 autocast, channels_last, fixed-shape (masked) subnets", "grad_sync": "one flattened all_reduce per step (NCCL)"},
         "one_gpu": one, "two_gpus": two,
         "ratio_per_phase": {p: round(two["phases"][p]["images_per_s"] / one["phases"][p]["images_per_s"], 3)
                             for p in one["phases"]},

@@ -22,10 +22,10 @@ case "$stage" in
     python3 benchmarks/training/ddp_throughput.py --data-dir .fmnist --out "$OUT/ddp_throughput.json" ;;
   train)
     python3 -m nagkit.supernet.launch --out $TRAIN_DIR --gpus "${GPUS:-1}" --data-dir .fmnist --epochs "$EPOCHS" \
-      --max-minutes "${MAXMIN:-6}" ${RESUME:-} ;;
+      --max-minutes "${MAXMIN:-6}" ${RESUME:-} ${TRAINFLAGS:-} ;;
   export)
     cp $TRAIN_DIR/train_log.jsonl "$OUT/" 2>/dev/null || true
-    for f in supernet.pt train_state.pt status.json; do [ -f $TRAIN_DIR/$f ] && cp $TRAIN_DIR/$f "$OUT/"; done; true ;;
+    for f in supernet.pt status.json; do [ -f $TRAIN_DIR/$f ] && cp $TRAIN_DIR/$f "$OUT/"; done; true ;;
   evalgpu)
     python3 - <<'PY'
 import json, time, torch, os
@@ -49,6 +49,19 @@ PY
       --space fmnist-mbv3-w0.5 --n "${NARCH:-4000}" --seed 0 --out out/acc --data-dir .fmnist
     python3 -m nagkit.data.supernet_acc --ckpt $TRAIN_DIR/supernet.pt --space fmnist-mbv3-w0.5 --n 0 --out out/acc \
       --data-dir .fmnist --merge
+    cp out/acc/acc.jsonl "$OUT/" ;;
+  collect1)
+    # One GPU, NPROC processes sharing it (hides per-arch Python overhead); rank r of w takes
+    # archs r::w and appends to out/acc/acc.rank{r}.jsonl (resumable).
+    n=${NPROC:-3}
+    for r in $(seq 0 $((n - 1))); do
+      RANK=$r WORLD_SIZE=$n LOCAL_RANK=0 timeout "${COLLECT_S:-300}" python3 -m nagkit.data.supernet_acc --ckpt $TRAIN_DIR/supernet.pt \
+        --space fmnist-mbv3-w0.5 --n "${NARCH:-4000}" --seed 0 --out out/acc --data-dir .fmnist --device cuda:0 &
+    done
+    wait ;;
+  collectout)
+    python3 -m nagkit.data.supernet_acc --ckpt $TRAIN_DIR/supernet.pt --space fmnist-mbv3-w0.5 --n 0 --out out/acc \
+      --data-dir .fmnist --merge --device cuda:0
     cp out/acc/acc.jsonl "$OUT/" ;;
 esac
 done

@@ -45,11 +45,14 @@ def check(target: str, device_spec: str, budget: float, runs: int | None, as_jso
 @click.option("--max-tries", type=int, default=3, show_default=True, help="Candidates to try on the device.")
 @click.option("--samples", type=int, default=None, help="Generator samples per budget.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--accuracy", "accuracy_mode", type=click.Choice(["auto", "always", "never"]), default="auto",
+              show_default=True, help="Ask the accuracy source for the exported arch's accuracy (auto: unless the "
+                                      "source is a supernet evaluated here without a cached value, ~30 s on a CPU).")
 @json_option
 @verbosity_option
 def build(budget: float, workspace: str | None, device_spec: str | None, formats: str, out: str | None, force: bool,
           weights: str | None, random_init: bool, finetune: int, max_tries: int, samples: int | None, seed: int,
-          as_json: bool) -> None:
+          accuracy_mode: str, as_json: bool) -> None:
     """Generate the best arch for --budget, export it with supernet weights, verify, bundle."""
     from nagkit.build import build as run_build
 
@@ -57,7 +60,7 @@ def build(budget: float, workspace: str | None, device_spec: str | None, formats
         raise click.BadParameter("--random-init conflicts with --weights", param_hint="--random-init")
     res = run_build(budget, workspace=workspace, device_spec=device_spec, formats=formats, out=out, force=force,
                     weights=weights, random_init=random_init, finetune=finetune, max_tries=max_tries,
-                    samples=samples, seed=seed)
+                    samples=samples, seed=seed, accuracy=accuracy_mode)
 
     def human(r: dict) -> str:
         m = r["measured"]
@@ -70,7 +73,7 @@ def build(budget: float, workspace: str | None, device_spec: str | None, formats
                              f"p90 {m['p90_ms']:.3f}, n={m['n']})" if m else "(no --device given)"),
             f"accuracy  " + (f"{100 * r['accuracy']:.2f}% ({r['accuracy_source']})" if r["accuracy"] is not None
                              else "(random weights: no accuracy; see the manifest notes)" if r["weights"] == "random-init"
-                             else "(no value from the accuracy source)"),
+                             else "(not measured: pass --accuracy always to ask the accuracy source)"),
             f"weights   {r['weights']}",
             f"parity    " + ", ".join(f"{f} max|diff| {v:.2e}" for f, v in r["parity"].items() if v is not None),
             f"attempts  {len(r['attempts'])}" + "".join(

@@ -182,11 +182,17 @@ class CallableAccuracySource(BaseAccuracySource):
     """Wraps a callable ``archs -> accuracies`` (e.g. a supernet evaluator) as a source."""
 
     def __init__(self, space: SearchSpace, spec: str, fn: Callable[[Sequence[Arch]], Any], *,
-                 name: str, provenance: Mapping[str, Any] | None = None):
+                 name: str, provenance: Mapping[str, Any] | None = None, expensive: bool = False):
         super().__init__(space, spec)
         self.name = name
         self._fn = fn
         self._prov = dict(provenance or {})
+        self.expensive = expensive  # seconds per query (callers may skip uncached queries)
+
+    def cached(self, arch: Arch) -> float | None:
+        """The callable's cached value for ``arch`` (no query, not counted), if it keeps one."""
+        look = getattr(self._fn, "cached", None)
+        return look(arch) if callable(look) else None
 
     def _evaluate(self, archs: Sequence[Arch]) -> np.ndarray:
         return np.asarray(self._fn(archs), dtype=np.float64)
@@ -231,7 +237,7 @@ def _open_supernet(space, spec, path, options):
     extra = getattr(fn, "provenance", None)
     if callable(extra):
         prov.update(extra())
-    return CallableAccuracySource(space, spec, fn, name="supernet", provenance=prov)
+    return CallableAccuracySource(space, spec, fn, name="supernet", provenance=prov, expensive=True)
 
 
 def split_spec(spec: str) -> tuple[str, str]:

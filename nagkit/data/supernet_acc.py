@@ -210,6 +210,10 @@ class SupernetEvaluator:
 
     evaluate = __call__
 
+    def cached(self, arch: Arch) -> float | None:
+        """The cached accuracy of ``arch`` (no evaluation), or None."""
+        return self._cache.get(str(self.space.validate(arch)))
+
     @property
     def name(self) -> str:
         return "supernet"
