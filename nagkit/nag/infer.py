@@ -202,17 +202,19 @@ class NagModel:
             rank = rank * n_niche + niche
         # re-ranking (and polishing) by the accuracy source, all budgets in one batch
         queried: dict[tuple[int, int], float] = {}  # (group, row in the extended pool) -> accuracy
+        arch_of: dict[int, Arch] = {}
         n_queries = np.zeros(m, dtype=np.int64)
         if rerank > 0 and self.source is not None:
             head = np.flatnonzero(ok & (rank < rerank))
             head = head[np.lexsort((rank[head], grp[head]))]
-            accs = self.source.evaluate(dec.select(head).to_archs(self.space))
+            q_archs = dec.select(head).to_archs(self.space)  # Arch objects of queried rows, in order
+            accs = self.source.evaluate(q_archs)
             n_queries += np.bincount(grp[head], minlength=m)
             q_dec, q_grp, q_acc, q_lat = dec.select(head), grp[head], np.asarray(accs, float), lat[head]
             if inf.polish_rounds > 0:
                 q_dec, q_grp, q_acc, q_lat, n_new = polish(
                     self.space, q_dec, q_grp, q_acc, barr, score_fn, lat_fn,
-                    lambda d: self.source.evaluate(d.to_archs(self.space)), rounds=inf.polish_rounds,
+                    lambda d: self.source.evaluate(_remember(q_archs, d.to_archs(self.space))), rounds=inf.polish_rounds,
                     queries=inf.polish_queries, parents=inf.polish_parents, children=inf.polish_children,
                     prob=inf.local_prob, seed=seed + 1, crossover_share=inf.polish_crossover)
                 n_queries += n_new
@@ -227,6 +229,7 @@ class NagModel:
             ok = np.concatenate([ok, np.ones(len(q_grp) - n_old, dtype=bool)])
             rows = np.concatenate([head, np.arange(len(grp) - (len(q_grp) - n_old), len(grp))])
             queried = {(int(g), int(r)): float(a) for g, r, a in zip(q_grp, rows, q_acc)}
+            arch_of = {int(r): a for r, a in zip(rows, q_archs)}
         n_keep = max(rerank, top, CANDIDATES)
         elapsed = time.perf_counter() - t0
         results = []
@@ -239,7 +242,9 @@ class NagModel:
             # queried archs first, by accuracy; then the rest by the evaluator
             key = np.where(has, -acc_of, 0.0)
             sel = sel[np.lexsort((-fit_all[sel], key, ~has))][:max(n_keep, int(has.sum()))]
-            archs = dec.select(sel).to_archs(self.space)
+            todo_rows = [j for j in sel if int(j) not in arch_of]
+            built = dict(zip(todo_rows, dec.select(np.asarray(todo_rows, dtype=np.int64)).to_archs(self.space)))
+            archs = [arch_of.get(int(j)) or built[j] for j in sel]
             cands = [Candidate(a, float(lat[j]), float(sc[j]), queried.get((i, int(j)))) for a, j in zip(archs, sel)]
             q0 = self.source.queries if self.source is not None else 0
             if accuracy and self.source is not None:
@@ -254,6 +259,11 @@ class NagModel:
                                         extra={"unique_feasible": n_unique, "local_rounds": inf.local_rounds,
                                                "polish_rounds": inf.polish_rounds if rerank > 0 else 0}))
         return results
+
+
+def _remember(store: list, archs: list) -> list:
+    store.extend(archs)
+    return archs
 
 
 def generate(workspace, budgets: Sequence[float], *, samples: int | None = None, rerank: int | None = None,
