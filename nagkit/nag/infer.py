@@ -5,6 +5,12 @@ table latency is <= B (resampling, bounded, when none fits), rank the unique fea
 the evaluator R(alpha|B), optionally re-rank the top ``rerank`` by the accuracy source, and
 report the accuracy of what is returned *from the accuracy source* (labelled as such). Every
 accuracy-source query is counted in the result.
+
+Beyond the paper (``InferenceConfig``, docs/decisions.md 10), off unless the workspace turns
+them on: evaluator-guided local refinement of the samples (``local_*``, optionally in
+resolution niches; no accuracy queries; it also repairs a budget no sample met) and, after
+re-ranking, accuracy-source-guided polishing (``polish_*``; counted like the re-ranking).
+Only archs with table latency <= B are ever returned.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from nagkit.nag.generator import sample_archs
 from nagkit.space.arch import Arch
 
 
+REPAIR_ROUNDS = 30  # local-search rounds that bring a budget no sample met down to it
 CANDIDATES = 20  # ranked candidates kept per budget (build falls back along them)
 
 
@@ -179,6 +186,14 @@ class NagModel:
             grp, niche = sub // n_niche, sub % n_niche
         else:
             keep = lat <= barr[grp]
+            miss = np.flatnonzero(np.bincount(grp[keep], minlength=m) == 0)
+            if len(miss):  # repair: mutate the fastest samples of those budgets down to B
+                sel = np.flatnonzero(np.isin(grp, miss))
+                r_dec, r_grp, r_lat, _ = local_search(
+                    self.space, dec.select(sel), grp[sel], barr, lambda d, l, b: np.zeros(len(d)), lat_fn,
+                    rounds=REPAIR_ROUNDS, children=100, parents=10, keep=50, prob=0.1, seed=seed, lat=lat[sel])
+                dec, grp, lat = concat(dec, r_dec), np.concatenate([grp, r_grp]), np.concatenate([lat, r_lat])
+                keep = lat <= barr[grp]
             dec, grp, lat = dec.select(keep), grp[keep], lat[keep]
             idx = dedupe(self.space, dec, grp)
             dec, grp, lat = dec.select(idx), grp[idx], lat[idx]
@@ -190,7 +205,8 @@ class NagModel:
             i = missing[0]
             raise NoFeasibleArchError(
                 f"no generated architecture met the budget {budgets[i]:g} ms after {rounds[i]} rounds of "
-                f"{samples} samples", hint="raise the budget, pass more --samples, or retrain the generator")
+                f"{samples} samples and {REPAIR_ROUNDS} rounds of latency-reducing mutation",
+                hint="raise the budget, pass more --samples, or retrain the generator")
         fit_all = fitness_of(sc, lat, barr[grp])
         # rank within (budget, niche); re-ranking takes the top of every niche in turn
         sub = grp * n_niche + niche

@@ -149,3 +149,17 @@ def test_evaluator_fine_tunes_with_very_few_steps():
         ev, rep = train_evaluator(SP, from_archs(SP, archs), lat, acc, grid,
                                   EvaluatorConfig(epochs=epochs, hidden=16, batch_size=bs), embed_dim=4)
         assert np.isfinite(rep["final_loss"]) and rep["steps"] == epochs * max(1, 36 // bs)
+
+
+def test_plain_generation_repairs_a_budget_no_sample_met(model):
+    ev, gen, grid = model
+    m = NagModel(SP, TABLE, ev, gen, CountingSource())  # no local refinement configured
+    lo = grid.lo * 1.001  # the fastest archs only; few random samples meet it
+    missed = 0
+    for seed in range(6):
+        r = m.generate([lo], samples=2, max_rounds=1, rerank=0, top=1, seed=seed)[0]
+        missed += r.n_feasible == 0  # the samples missed (this used to fail) ...
+        assert r.best.latency_ms <= lo and r.best.latency_ms == pytest.approx(TABLE.predict(SP, r.best.arch))
+        again = m.generate([lo], samples=2, max_rounds=1, rerank=0, top=1, seed=seed)[0]
+        assert str(again.best.arch) == str(r.best.arch)
+    assert missed >= 3
