@@ -123,6 +123,49 @@ def machine_info() -> dict:
             "versions": versions()}
 
 
+def _cal_summary(c) -> dict:
+    return {"model": c.model, "group_by": c.group_by, "n_groups": len(c.group_scales or {}),
+            "shrinkage": c.details.get("shrinkage"), "intercept_ms": c.intercept, "group_scales": c.group_scales,
+            "global_scale": c.scale, "global_offset_ms": c.offset, "fit_mape": c.fit_error,
+            "global_linear_mape_on_fit_set": c.details.get("global_linear_mape"),
+            "loo_mape": c.details.get("loo_mape"), "loo_within_5pct": c.details.get("loo_within_5pct"),
+            "loo_within_10pct": c.details.get("loo_within_10pct"),
+            "raw_mape_on_fit_set": c.details["raw_mape"], "noisy_measurements": c.details.get("noisy_measurements")}
+
+
+def _record_validation(report: dict, rep: dict, args, results_dir: Path, name: str, info: dict) -> None:
+    from nagkit.latency.validate import plot_scatter
+
+    plot = plot_scatter(rep, results_dir / f"{name}.png")
+    main_metrics = rep["calibrated"] or rep["raw"]
+    report["phases"]["validate"] = {
+        "n": args.samples, "seed": 0, **info, "raw": rep["raw"],
+        "calibrated": rep["calibrated"], "calibration_overlap": rep["calibration_overlap"],
+        "target": "≥95% of archs within ±5% (calibrated)",
+        "meets_target": main_metrics["within_5pct"] >= 0.95,
+        "noisy_measurements": rep["noisy_measurements"],
+        "plot": str(plot.relative_to(ROOT)) if plot.is_relative_to(ROOT) else str(plot),
+        "archs": rep["archs"]}
+    print(f"validate: raw MAPE {rep['raw']['mape']:.2f}% ±5% {rep['raw']['within_5pct']:.0%}"
+          + (f" | calibrated MAPE {rep['calibrated']['mape']:.2f}% ±5% {rep['calibrated']['within_5pct']:.0%}"
+             f" ±10% {rep['calibrated']['within_10pct']:.0%} rho {rep['calibrated']['spearman']:.3f}"
+             if rep["calibrated"] else ""), file=sys.stderr)
+
+
+def _ship(table_tmp: Path, tables_dir: Path, name: str, profile_name: str, args) -> None:
+    """Ship the calibrated table with the profile it came from."""
+    from nagkit.latency.table import LatencyTable
+
+    shipped = LatencyTable.load(table_tmp)
+    prov = dict(shipped.provenance)
+    prov.update({"device_profile": f"device_profiles/{profile_name}.yaml", "pinned_cores": args.core,
+                 "benchmark_result": f"benchmarks/latency/results/{name}.json"})
+    shipped = LatencyTable(**{**{f: getattr(shipped, f) for f in (
+        "device", "runtime", "space_name", "space_spec", "resolutions", "entries", "stat", "created",
+        "calibration")}, "provenance": prov})
+    shipped.save(tables_dir / f"{name}.json")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runtime", choices=sorted(PROFILES), default="litert")
@@ -139,6 +182,13 @@ def main(argv=None) -> int:
     ap.add_argument("--priority", type=int, default=-20,
                     help="nice value of this process and the measuring worker it starts (root may go "
                          "below 0: other jobs on the machine run at nice 19)")
+    ap.add_argument("--interleave", action=argparse.BooleanOptionalAction, default=True,
+                    help="with calibrate and validate: measure both sets in one run, alternating, so "
+                         "both see the same machine state")
+    ap.add_argument("--block-max-runs", type=int, default=400,
+                    help="cap on timed runs per block in cold/warm (the device profile's is 1000; most "
+                         "blocks never reach IQR/median < 5%% and run to the cap; the median of 400 runs "
+                         "is within ~0.5%% of that of 1000)")
     ap.add_argument("--net-min-time", type=float, default=0.4,
                     help="least time (s) each whole network is timed in calibrate/validate (the device "
                          "profile's default is 0.2 s; longer gives a steadier median of the ground truth)")
@@ -156,7 +206,9 @@ def main(argv=None) -> int:
     from nagkit.io import atomic_write_json
     from nagkit.latency.profiler import profile
     from nagkit.latency.table import LatencyTable, utc_now
-    from nagkit.latency.validate import NetworkCache, calibrate, plot_scatter, random_archs, validate
+    from nagkit.latency.calibration import fit_grouped
+    from nagkit.latency.validate import (NetworkCache, calibrate, measure_networks, random_archs, validate,
+                                         validation_report)
     from nagkit.space import get_space
 
     phases = [p.strip() for p in args.phases.split(",") if p.strip()]
@@ -222,17 +274,60 @@ def main(argv=None) -> int:
         q = quiet_start(phase)
         before = busy_processes()
         with device() as dev, LoadSampler() as load:
+            from dataclasses import replace as dc_replace
+
+            from nagkit.devices.base import MeasureConfig
+
+            bcfg = dc_replace(getattr(dev, "default_cfg", None) or MeasureConfig(), max_runs=args.block_max_runs)
             t0 = time.perf_counter()
-            r = profile(dev, space, res, table_tmp, force=True, cache_dir=blocks, jobs=args.jobs,
+            r = profile(dev, space, res, table_tmp, force=True, cache_dir=blocks, jobs=args.jobs, cfg=bcfg,
                         command=f"benchmarks/latency/bench_cpu.py {phase}")
             wall = time.perf_counter() - t0
         report["phases"][phase] = {
             "wall_s": round(wall, 2), "target_s": target_s, "meets_target": wall <= target_s,
-            "blocks": len(r.table.entries), "conversions": r.cache.get("misses"),
+            "blocks": len(r.table.entries), "conversions": r.cache.get("misses"), "measure_config": bcfg.to_dict(),
             "noisy_blocks": len(r.table.provenance.get("noisy_blocks", [])), "load": load.summary(),
             "quiet_wait": q, "busy_processes_at_start": before, "busy_processes_at_end": busy_processes(),
             "when": utc_now()}
         print(f"{phase}: {len(r.table.entries)} blocks in {wall:.1f} s (target {target_s:.0f} s)", file=sys.stderr)
+
+    if "calibrate" in phases and "validate" in phases and args.interleave:
+        # one measuring run over both sets, calibration and validation networks alternating in
+        # every pass: the machine's state (other jobs on the other core) is the same for both
+        table = LatencyTable.load(table_tmp)
+        fmt = {"litert": "tflite", "onnxruntime": "onnx"}[args.runtime]
+        NetworkCache(fmt, nets_cache).prepare(space, list(cal_archs) + list(val_archs), jobs=args.jobs)
+        order = [a for pair in zip(cal_archs, val_archs) for a in pair]
+        order += cal_archs[len(val_archs):] + val_archs[len(cal_archs):]
+        q = quiet_start("measure")
+        before = busy_processes()
+        with device() as dev, LoadSampler() as load:
+            cfg = net_cfg(dev)
+            t0 = time.perf_counter()
+            stats, cinfo = measure_networks(dev, space, order, cfg=cfg, cache_dir=nets_cache, label="measure",
+                                            jobs=args.jobs, passes=args.passes)
+            wall = time.perf_counter() - t0
+            spec = str(dev.spec)
+        by = dict(zip(order, stats))
+        cal_stats, val_stats = [by[a] for a in cal_archs], [by[a] for a in val_archs]
+        c = fit_grouped(table, space, cal_archs, [s.median_ms for s in cal_stats], seed=1, device=spec,
+                        measured_when=utc_now(), passes=args.passes,
+                        noisy_measurements=int(sum(bool(s.noisy) for s in cal_stats)))
+        table = table.with_calibration(c)
+        table.save(table_tmp)
+        meas_info = {"wall_s": round(wall, 2), "interleaved": True, "passes": args.passes,
+                     "measure_config": cfg.to_dict(), "load": load.summary(), "quiet_wait": q,
+                     "busy_processes_at_start": before, "busy_processes_at_end": busy_processes(),
+                     "when": utc_now()}
+        report["phases"]["calibrate"] = {
+            "n": args.calib, "seed": 1, "disjoint_from_validation": True, **_cal_summary(c), **meas_info}
+        print(f"calibration: {c.model} ({c.group_by}), fit MAPE {c.fit_error:.2f}%, leave-one-out MAPE "
+              f"{c.details.get('loo_mape', float('nan')):.2f}% ({c.details.get('loo_within_5pct', float('nan')):.0%} "
+              f"within ±5%)", file=sys.stderr)
+        rep = validation_report(table, space, val_archs, val_stats, device=spec, seed=0, network_cache=cinfo)
+        _record_validation(report, rep, args, results_dir, name, meas_info)
+        phases = [p for p in phases if p not in ("calibrate", "validate")]
+        _ship(table_tmp, tables_dir, name, profile_name, args)
 
     if "calibrate" in phases:
         table = LatencyTable.load(table_tmp)
@@ -252,14 +347,7 @@ def main(argv=None) -> int:
         assert not set(c.details["fit_archs"]) & {str(a) for a in val_archs}
         report["phases"]["calibrate"] = {
             "wall_s": round(wall, 2), "n": args.calib, "seed": 1, "disjoint_from_validation": True,
-            "measure_config": cfg.to_dict(),
-            "model": c.model, "group_by": c.group_by, "n_groups": len(c.group_scales or {}),
-            "shrinkage": c.details.get("shrinkage"), "intercept_ms": c.intercept, "group_scales": c.group_scales,
-            "global_scale": c.scale, "global_offset_ms": c.offset, "fit_mape": c.fit_error,
-            "global_linear_mape_on_fit_set": c.details.get("global_linear_mape"),
-            "loo_mape": c.details.get("loo_mape"), "loo_within_5pct": c.details.get("loo_within_5pct"),
-            "loo_within_10pct": c.details.get("loo_within_10pct"),
-            "raw_mape_on_fit_set": c.details["raw_mape"], "noisy_measurements": c.details.get("noisy_measurements"),
+            "interleaved": False, "passes": args.passes, "measure_config": cfg.to_dict(), **_cal_summary(c),
             "load": load.summary(), "quiet_wait": q, "busy_processes_at_start": before,
             "busy_processes_at_end": busy_processes(), "when": utc_now()}
         print(f"calibration: {c.model} ({c.group_by}), fit MAPE {c.fit_error:.2f}%, leave-one-out MAPE "
@@ -278,31 +366,10 @@ def main(argv=None) -> int:
             rep = validate(table, dev, space, args.samples, seed=0, resolutions=res, cache_dir=nets_cache,
                            jobs=args.jobs, cfg=cfg, passes=args.passes)
             wall = time.perf_counter() - t0
-        plot = plot_scatter(rep, results_dir / f"{name}.png")
-        main_metrics = rep["calibrated"] or rep["raw"]
-        report["phases"]["validate"] = {
-            "wall_s": round(wall, 2), "n": args.samples, "seed": 0, "measure_config": cfg.to_dict(),
-            "raw": rep["raw"],
-            "calibrated": rep["calibrated"], "calibration_overlap": rep["calibration_overlap"],
-            "target": "≥95% of archs within ±5% (calibrated)",
-            "meets_target": main_metrics["within_5pct"] >= 0.95,
-            "noisy_measurements": rep["noisy_measurements"], "load": load.summary(), "quiet_wait": q,
-            "busy_processes_at_start": before, "busy_processes_at_end": busy_processes(),
-            "plot": str(plot.relative_to(ROOT)) if plot.is_relative_to(ROOT) else str(plot),
-            "when": utc_now(), "archs": rep["archs"]}
-        print(f"validate: raw MAPE {rep['raw']['mape']:.2f}% ±5% {rep['raw']['within_5pct']:.0%}"
-              + (f" | calibrated MAPE {rep['calibrated']['mape']:.2f}% ±5% {rep['calibrated']['within_5pct']:.0%}"
-                 f" ±10% {rep['calibrated']['within_10pct']:.0%} rho {rep['calibrated']['spearman']:.3f}"
-                 if rep["calibrated"] else ""), file=sys.stderr)
-        # ship the calibrated table with the profile it came from
-        shipped = LatencyTable.load(table_tmp)
-        prov = dict(shipped.provenance)
-        prov.update({"device_profile": f"device_profiles/{profile_name}.yaml", "pinned_cores": args.core,
-                     "benchmark_result": f"benchmarks/latency/results/{name}.json"})
-        shipped = LatencyTable(**{**{f: getattr(shipped, f) for f in (
-            "device", "runtime", "space_name", "space_spec", "resolutions", "entries", "stat", "created",
-            "calibration")}, "provenance": prov})
-        shipped.save(tables_dir / f"{name}.json")
+        _record_validation(report, rep, args, results_dir, name, {
+            "wall_s": round(wall, 2), "measure_config": cfg.to_dict(), "load": load.summary(), "quiet_wait": q,
+            "busy_processes_at_start": before, "busy_processes_at_end": busy_processes(), "when": utc_now()})
+        _ship(table_tmp, tables_dir, name, profile_name, args)
 
     ph = {k: p for k, p in report["phases"].items() if isinstance(p, dict) and "load" in p}
     # the measuring worker itself keeps one core busy (load ~1), the cold phase's conversion pool

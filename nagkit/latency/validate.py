@@ -191,9 +191,18 @@ def validate(table: LatencyTable, device, space: SearchSpace, n: int, seed: int 
              progress: bool = True, jobs: int | None = None, passes: int = 1) -> dict[str, Any]:
     """Measure ``n`` random networks end to end and compare with the table's predictions."""
     archs = random_archs(space, n, seed, resolutions or _table_res(table, space))
-    raw = table.predict_many(space, archs, calibrated=False)  # fail on a missing key before measuring
+    table.predict_many(space, archs, calibrated=False)  # fail on a missing key before measuring
     stats, cinfo = measure_networks(device, space, archs, cfg=cfg, cache_dir=cache_dir,
                                     progress=progress, label="validate", jobs=jobs, passes=passes)
+    return validation_report(table, space, archs, stats, device=str(device.spec), seed=seed, network_cache=cinfo)
+
+
+def validation_report(table: LatencyTable, space: SearchSpace, archs: Sequence[Arch], stats: Sequence[Any], *,
+                      device: str, seed: int | None = None, network_cache: dict | None = None) -> dict[str, Any]:
+    """Compare measured ``stats`` (one LatencyStats per arch) with the table's predictions."""
+    n = len(archs)
+    cinfo = network_cache
+    raw = table.predict_many(space, archs, calibrated=False)
     meas = np.array([s.median_ms for s in stats])
     cal = table.calibration
     calp = table.predict_many(space, archs, calibrated=True) if cal is not None else None
@@ -210,7 +219,7 @@ def validate(table: LatencyTable, device, space: SearchSpace, n: int, seed: int 
     if cal is not None and "fit_archs" in cal.details:
         overlap = len(set(cal.details["fit_archs"]) & {str(a) for a in archs})
     return {
-        "lut": str(table.path) if table.path else None, "device": str(device.spec),
+        "lut": str(table.path) if table.path else None, "device": device,
         "space": space.name, "samples": n, "seed": seed,
         "resolutions": sorted({a.r for a in archs}),
         "raw": fidelity(raw, meas),
