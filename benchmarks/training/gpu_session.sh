@@ -46,8 +46,8 @@ PY
     ;;
   collect)
     python3 -m torch.distributed.run --nproc-per-node 2 -m nagkit.data.supernet_acc --ckpt $TRAIN_DIR/supernet.pt \
-      --space fmnist-mbv3-w0.5 --n "${NARCH:-4000}" --seed 0 --out out/acc --data-dir .fmnist
-    python3 -m nagkit.data.supernet_acc --ckpt $TRAIN_DIR/supernet.pt --space fmnist-mbv3-w0.5 --n 0 --out out/acc \
+      --space fmnist-mbv3-w0.5 --num-archs "${NARCH:-4000}" --seed 0 --out out/acc --data-dir .fmnist
+    python3 -m nagkit.data.supernet_acc --ckpt $TRAIN_DIR/supernet.pt --space fmnist-mbv3-w0.5 --num-archs 0 --out out/acc \
       --data-dir .fmnist --merge
     cp out/acc/acc.jsonl "$OUT/" ;;
   collect1)
@@ -56,11 +56,11 @@ PY
     n=${NPROC:-3}
     for r in $(seq 0 $((n - 1))); do
       RANK=$r WORLD_SIZE=$n LOCAL_RANK=0 timeout "${COLLECT_S:-300}" python3 -m nagkit.data.supernet_acc --ckpt $TRAIN_DIR/supernet.pt \
-        --space fmnist-mbv3-w0.5 --n "${NARCH:-4000}" --seed 0 --out out/acc --data-dir .fmnist --device cuda:0 &
+        --space fmnist-mbv3-w0.5 --num-archs "${NARCH:-4000}" --seed 0 --out out/acc --data-dir .fmnist --device cuda:0 &
     done
     wait ;;
   collectout)
-    python3 -m nagkit.data.supernet_acc --ckpt $TRAIN_DIR/supernet.pt --space fmnist-mbv3-w0.5 --n 0 --out out/acc \
+    python3 -m nagkit.data.supernet_acc --ckpt $TRAIN_DIR/supernet.pt --space fmnist-mbv3-w0.5 --num-archs 0 --out out/acc \
       --data-dir .fmnist --merge --device cuda:0
     cp out/acc/acc.jsonl "$OUT/" ;;
 esac

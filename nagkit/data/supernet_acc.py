@@ -12,7 +12,7 @@ Options (the workspace's ``accuracy_options``): ``data_dir``, ``split`` (val|tes
 JSONL file, relative to the checkpoint's folder: every evaluated arch is appended durably (flush + fsync) and archs already in it
 are not evaluated again, so an interrupted collection resumes).
 
-Sharded collection: ``python -m nagkit.data.supernet_acc --ckpt C --space S --n N --seed K
+Sharded collection: ``python -m nagkit.data.supernet_acc --ckpt C --space S --num-archs N --seed K
 --out DIR`` evaluates the archs of ``nagkit dataset``'s seeded stream; under ``torchrun`` rank
 ``r`` of ``w`` takes archs ``r::w`` and appends to ``DIR/acc.rank{r}.jsonl``; a rerun skips
 what is on disk. Point ``cache`` at the merged file (``--merge``) and ``nagkit dataset``
@@ -297,31 +297,45 @@ def collect_main(argv: list[str] | None = None) -> int:
     """Sharded collection (one process per GPU under torchrun, or one process)."""
     ap = argparse.ArgumentParser(prog="python -m nagkit.data.supernet_acc")
     ap.add_argument("--ckpt", required=True)
-    ap.add_argument("--space", required=True)
-    ap.add_argument("--n", type=int, required=True)
+    ap.add_argument("--space", default=None, help="space name (default: the one stored in the checkpoint)")
+    # not "--n": torchrun (python -m torch.distributed.run) reads "--n" as an ambiguous abbreviation of its own options
+    ap.add_argument("--num-archs", dest="n", type=int, required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", required=True)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--merge", action="store_true", help="merge DIR/acc.rank*.jsonl into DIR/acc.jsonl and exit")
+    ap.add_argument("--n-val", type=int, default=None, help="validation images split off the training set")
+    ap.add_argument("--calib-images", type=int, default=None)
+    ap.add_argument("--eval-images", type=int, default=None, help="a seeded subset of the split (default: all)")
     a = ap.parse_args(argv)
     from nagkit.space.sampling import sample_many
 
-    space = get_space(a.space)
+    if a.space:
+        space = get_space(a.space)
+    else:
+        from nagkit.supernet.checkpoint import read_checkpoint
+
+        stored = read_checkpoint(a.ckpt).get("space")
+        if not isinstance(stored, dict):
+            raise SystemExit(f"error: {a.ckpt!r} stores no space; pass --space NAME")
+        space = SearchSpace.from_dict(stored)
     out = Path(a.out)
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     device = a.device
     if device == "cuda":
         device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
-    ev = SupernetEvaluator(a.ckpt, space, {"data_dir": a.data_dir, "device": device})
+    ev = SupernetEvaluator(a.ckpt, space, {"data_dir": a.data_dir, "device": device, "n_val": a.n_val,
+                                           "calib_images": a.calib_images, "eval_images": a.eval_images})
     if a.merge:
         merged: dict[str, float] = {}
         for p in sorted(out.glob("acc.rank*.jsonl")):
             merged.update(read_results(p, ev._key_fields()))
         target = out / "acc.jsonl"
-        if target.exists():
-            target.unlink()
-        append_results(target, merged, ev._key_fields())
+        tmp = out / ".acc.jsonl.merging"
+        tmp.unlink(missing_ok=True)
+        append_results(tmp, merged, ev._key_fields())
+        os.replace(tmp, target)
         print(json.dumps({"merged": len(merged), "file": str(target)}))
         return 0
     archs = sample_many(space, a.n, a.seed)[rank::world]

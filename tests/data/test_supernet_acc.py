@@ -122,3 +122,34 @@ def test_validation_split_follows_the_checkpoint(setup, tmp_path):
     assert (ev.opts["n_val"], ev.opts["val_seed"]) == (12, 3)
     with pytest.raises(BadInputError, match="val_seed=0 differs .* would overlap training images"):
         SupernetEvaluator(p, space, {**opts, "val_seed": 0})
+
+
+@pytest.mark.slow
+def test_sharded_collection_under_torchrun_resumes_and_merges(setup, tmp_path):
+    """`torchrun --nproc-per-node 2 -m nagkit.data.supernet_acc ...` on CPU: each rank writes its
+    shard, a rerun evaluates nothing new, --merge joins the shards."""
+    import os
+    import subprocess
+    import sys
+
+    space, ckpt, opts, root = setup
+    out = tmp_path / "acc"
+    args = ["--ckpt", str(ckpt), "--num-archs", "4", "--seed", "3", "--out", str(out), "--data-dir", str(root),
+            "--device", "cpu", "--n-val", "12", "--calib-images", "16"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "nagkit.data.supernet_acc"]
+    subprocess.run(cmd + args, check=True, env=env, capture_output=True, timeout=300)
+    shards = {p.name: read_results(p) for p in sorted(out.glob("acc.rank*.jsonl"))}
+    assert sorted(shards) == ["acc.rank0.jsonl", "acc.rank1.jsonl"]
+    assert [len(v) for v in shards.values()] == [2, 2]
+    before = {p: p.read_bytes() for p in out.glob("acc.rank*.jsonl")}
+    subprocess.run(cmd + args, check=True, env=env, capture_output=True, timeout=300)
+    assert {p: p.read_bytes() for p in out.glob("acc.rank*.jsonl")} == before  # resumed: nothing re-evaluated
+    subprocess.run([sys.executable, "-m", "nagkit.data.supernet_acc", *args, "--merge"], check=True, env=env,
+                   capture_output=True, timeout=120)
+    merged = read_results(out / "acc.jsonl")
+    want = {str(a) for a in sample_many(space, 4, 3)}
+    assert set(merged) == want
+    assert all(0.0 <= v <= 1.0 for v in merged.values())
+    direct = SupernetEvaluator(ckpt, space, {**opts, "batch_size": 1000})(space.parse_arch(a) for a in sorted(want))
+    assert np.allclose(direct, [merged[a] for a in sorted(want)])
