@@ -39,8 +39,11 @@ def recalibrate_subnet(ws, sub: torch.nn.Module, *, ckpt: str | None = None, dat
     dev = next(sub.parameters()).device
     cal = torch.as_tensor(sp.train_x[idx]).unsqueeze(1).to(dev)
     r = int(sub.meta.get("resolution") or max(ws.space.resolutions))
-    recalibrate_bn(sub, image_batches(cal, r, ws.space.mean, ws.space.std, 500))
-    return sub.eval()
+    # channels_last: ~1.5x faster depthwise convolutions on the CPU (3.3 s vs 4.7-6.0 s for 2,000
+    # images at r36 on the 2-core reference machine); the weights go back to the default layout.
+    sub = sub.to(memory_format=torch.channels_last)
+    recalibrate_bn(sub, image_batches(cal, r, ws.space.mean, ws.space.std, 500, channels_last=True))
+    return sub.to(memory_format=torch.contiguous_format).eval()
 
 
 def finetune_subnet(ws, sub: torch.nn.Module, *, epochs: int, seed: int = 0, lr: float = 0.01,
