@@ -31,6 +31,7 @@ from nagkit.io import atomic_write_json  # noqa: E402
 
 BUDGETS = [15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0]
 REFERENCE_EVOLUTION = [78.5, 80.5, 81.8, 82.8, 83.7, 84.5, 84.9]
+EQ_SEARCH_QUERIES = 30  # source-guided search queries per budget in the equal-query comparison
 
 
 def machine() -> dict:
@@ -95,6 +96,7 @@ def nag_section(ws, model, source, rerank: int, samples: int) -> dict:
                      "generation_seconds_single_budget": per_budget_times[i],
                      "generation_seconds_single_budget_runs": per_budget_runs[i]})
     return {"rows": rows, "rerank": rerank, "samples": samples, "inference": dataclasses.asdict(model.inference),
+            "search_queries_cap_per_budget": model.inference.search_queries,
             "batch_seconds_all_budgets": t_batch, "accuracy_queries_total": q_batch}
 
 
@@ -254,11 +256,14 @@ def equal_query_section(ws, total: int, rerank: int, grid_range: tuple[float, fl
     src = ws.open_accuracy_source()
     k = len(BUDGETS)
     inf = ws.inference
-    # generation-time queries scaled down with the total: re-rank <= 20, polish <= 2 x 15 per budget
+    # generation-time queries scaled down with the total: re-rank <= 20, polish <= 2 x 15 and the
+    # source-guided search <= EQ_SEARCH_QUERIES per budget (the full-cost run uses the workspace's cap)
     rr = min(rerank, 20)
     eq_inf = dataclasses.replace(inf, polish_rounds=min(inf.polish_rounds, 2) if rr else 0,
-                                 polish_queries=min(inf.polish_queries, 15))
-    per_budget = rr + eq_inf.polish_rounds * eq_inf.polish_queries if rr else 1
+                                 polish_queries=min(inf.polish_queries, 15),
+                                 search_queries=min(inf.search_queries, EQ_SEARCH_QUERIES) if rr else 0)
+    per_budget = (rr + eq_inf.polish_rounds * eq_inf.polish_queries
+                  + (eq_inf.search_queries if eq_inf.search_rounds > 0 else 0)) if rr else 1
     gc = ws.generator_config
     refine = min(gc.refine_rounds * gc.refine_samples, total // 4)
     rounds = gc.refine_rounds if refine else 0

@@ -137,17 +137,21 @@ def train(workspace, dataset_path, as_json):
 @click.option("--rerank", "rerank", type=int, default=None, is_flag=False, flag_value=20,
               help="Re-rank the evaluator's top N feasible candidates with the accuracy source "
                    "(`--rerank` alone: 20; default: the workspace's).")
+@click.option("--search-queries", "search_queries", type=click.IntRange(min=0), default=None,
+              help="Cap on accuracy-source queries per budget of the source-guided local search after "
+                   "re-ranking (0: off; default: the workspace's [inference] search_queries).")
 @click.option("--top", type=int, default=5, show_default=True, help="Candidates listed per budget.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
 @json_option
 @verbosity_option
-def generate(workspace, budgets, samples, rerank, top, seed, as_json):
+def generate(workspace, budgets, samples, rerank, search_queries, top, seed, as_json):
     """The best architecture for each budget (ranked candidates; one batch for all budgets)."""
     from nagkit.nag.infer import generate as run_generate
     from nagkit.workspace import load_workspace
 
     ws = load_workspace(workspace)
-    results = run_generate(ws, _parse_budgets(budgets), samples=samples, rerank=rerank, seed=seed, top=top)
+    results = run_generate(ws, _parse_budgets(budgets), samples=samples, rerank=rerank, seed=seed, top=top,
+                           search_queries=search_queries)
     sp = ws.space
     payload = {"workspace": ws.name, "space": sp.name, "results": [r.to_dict(sp, top=top) for r in results]}
 

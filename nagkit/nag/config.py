@@ -104,7 +104,27 @@ class InferenceConfig:
     polish_parents: int = 5
     polish_children: int = 300
     polish_crossover: float = 0.0  # share of polishing children made by crossover of two parents
-
+    # Beyond the paper (docs/decisions.md 11): after re-ranking and polishing (needs rerank > 0),
+    # an accuracy-source-guided local search (nagkit.nag.local.source_search), all budgets
+    # batched. Each of up to `search_rounds` rounds mutates the `search_parents` most accurate
+    # queried archs per budget with 1..`search_max_changes` small moves (a kernel, an expand, a
+    # stage depth +-1, the resolution by 1..`search_res_step` steps; exactly -N steps when
+    # negative) into `search_children` x `search_screen` mutants; mutants over B get up to
+    # `search_repair` latency-lowering steps; with `search_screen` > 1 a per-budget ridge
+    # regression of the queried accuracies on the arch's one-hots (refitted every round, no
+    # extra queries) keeps the best `search_children`; every new one within B by the table is
+    # queried, until `search_queries` per budget (a hard cap; `nagkit generate
+    # --search-queries N` overrides it). `search_crossover`: share of children made by crossover
+    # of two parents. Every query counted. search_queries = 0 or search_rounds = 0: off.
+    search_rounds: int = 0
+    search_queries: int = 0
+    search_parents: int = 4
+    search_children: int = 100
+    search_max_changes: int = 2
+    search_res_step: int = 4
+    search_repair: int = 0
+    search_crossover: float = 0.0
+    search_screen: int = 1
 
 def config_from_dict(cls: type[C], d: dict[str, Any] | None, where: str) -> C:
     """Build a config dataclass, rejecting unknown keys with a did-you-mean."""

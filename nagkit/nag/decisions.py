@@ -19,6 +19,19 @@ from nagkit.space.arch import Arch
 from nagkit.space.space import SearchSpace
 
 
+_ACTIVE: dict[int, tuple] = {}  # id(space) -> (space, active-slot mask per depth choice)
+
+
+def active_of(space: SearchSpace, depth: np.ndarray) -> np.ndarray:
+    """[n, S*D] mask of the active block slots of depth-choice rows ``depth`` [n, S]."""
+    table = _ACTIVE.get(id(space))
+    if table is None or table[0] is not space:
+        md = space.max_depth
+        table = (space, np.arange(md)[None, :] < np.asarray(space.depth_list)[:, None])  # [nd, md]
+        _ACTIVE[id(space)] = table
+    return table[1][depth].reshape(len(depth), -1)
+
+
 @dataclass
 class Decisions:
     r: np.ndarray  # [n]
@@ -30,9 +43,7 @@ class Decisions:
         return len(self.r)
 
     def active(self, space: SearchSpace) -> np.ndarray:
-        d = np.asarray(space.depth_list)[self.depth]  # [n, S]
-        slot = np.tile(np.arange(space.max_depth), space.n_stages)[None, :]
-        return slot < np.repeat(d, space.max_depth, axis=1)
+        return active_of(space, self.depth)
 
     def to_archs(self, space: SearchSpace) -> list[Arch]:
         md, ns = space.max_depth, space.n_stages

@@ -9,8 +9,10 @@ accuracy-source query is counted in the result.
 Beyond the paper (``InferenceConfig``, docs/decisions.md 10), off unless the workspace turns
 them on: evaluator-guided local refinement of the samples (``local_*``, optionally in
 resolution niches; no accuracy queries; it also repairs a budget no sample met) and, after
-re-ranking, accuracy-source-guided polishing (``polish_*``; counted like the re-ranking).
-Only archs with table latency <= B are ever returned.
+re-ranking, accuracy-source-guided polishing (``polish_*``; counted like the re-ranking) and
+the accuracy-source-guided local search of docs/decisions.md 11 (``search_*``, capped at
+``search_queries`` per budget; counted the same way). Only archs with table latency <= B are
+ever returned.
 """
 
 from __future__ import annotations
@@ -116,15 +118,20 @@ class NagModel:
             return ev.score(x, torch.from_numpy(np.asarray(budgets, dtype=np.float64)).float()).numpy()
 
     def generate(self, budgets: Sequence[float], *, samples: int = 500, rerank: int = 0, max_rounds: int = 10,
-                 seed: int = 0, top: int = 10, accuracy: bool = True) -> list[BudgetResult]:
+                 seed: int = 0, top: int = 10, accuracy: bool = True,
+                 search_queries: int | None = None) -> list[BudgetResult]:
         """Ranked candidates per budget. ``rerank`` > 0 re-scores the evaluator's top
         ``rerank`` feasible candidates with the accuracy source; ``accuracy`` queries the
-        source for the returned candidates (``top`` of them) so they carry a real accuracy."""
+        source for the returned candidates (``top`` of them) so they carry a real accuracy.
+        ``search_queries`` overrides ``inference.search_queries`` (the per-budget cap of the
+        source-guided local search after re-ranking; 0 turns it off)."""
         from nagkit.nag.train import torch_threads
 
         with torch_threads():
             return self._generate(budgets, samples=samples, rerank=rerank, max_rounds=max_rounds, seed=seed,
-                                  top=top, accuracy=accuracy)
+                                  top=top, accuracy=accuracy,
+                                  search_queries=self.inference.search_queries if search_queries is None
+                                  else search_queries)
 
     def _score_fn(self):
         ev = self.evaluator
@@ -137,10 +144,13 @@ class NagModel:
 
         return score
 
-    def _generate(self, budgets, *, samples, rerank, max_rounds, seed, top, accuracy) -> list[BudgetResult]:
-        from nagkit.nag.local import DecisionLatency, concat, dedupe, fitness_of, local_search, polish, seed_niches
+    def _generate(self, budgets, *, samples, rerank, max_rounds, seed, top, accuracy,
+                  search_queries) -> list[BudgetResult]:
+        from nagkit.nag.local import (DecisionAccuracy, DecisionLatency, concat, dedupe, fitness_of, local_search,
+                                      polish, seed_niches, source_search)
 
         inf = self.inference
+        search_rounds = inf.search_rounds
         budgets = [float(b) for b in self.grid.check(budgets)]
         m = len(budgets)
         barr = np.asarray(budgets)
@@ -218,34 +228,41 @@ class NagModel:
             rank = rank * n_niche + niche
         # re-ranking (and polishing) by the accuracy source, all budgets in one batch
         queried: dict[tuple[int, int], float] = {}  # (group, row in the extended pool) -> accuracy
-        arch_of: dict[int, Arch] = {}
         n_queries = np.zeros(m, dtype=np.int64)
         if rerank > 0 and self.source is not None:
+            acc_fn = DecisionAccuracy(self.source, self.space)  # counted on the source
             head = np.flatnonzero(ok & (rank < rerank))
             head = head[np.lexsort((rank[head], grp[head]))]
-            q_archs = dec.select(head).to_archs(self.space)  # Arch objects of queried rows, in order
-            accs = self.source.evaluate(q_archs)
-            n_queries += np.bincount(grp[head], minlength=m)
-            q_dec, q_grp, q_acc, q_lat = dec.select(head), grp[head], np.asarray(accs, float), lat[head]
+            q_dec, q_grp, q_lat = dec.select(head), grp[head], lat[head]
+            q_acc = np.asarray(acc_fn(q_dec), float)
+            n_queries += np.bincount(q_grp, minlength=m)
             if inf.polish_rounds > 0:
                 q_dec, q_grp, q_acc, q_lat, n_new = polish(
-                    self.space, q_dec, q_grp, q_acc, barr, score_fn, lat_fn,
-                    lambda d: self.source.evaluate(_remember(q_archs, d.to_archs(self.space))), rounds=inf.polish_rounds,
+                    self.space, q_dec, q_grp, q_acc, barr, score_fn, lat_fn, acc_fn, rounds=inf.polish_rounds,
                     queries=inf.polish_queries, parents=inf.polish_parents, children=inf.polish_children,
                     prob=inf.local_prob, seed=seed + 1, crossover_share=inf.polish_crossover)
                 n_queries += n_new
-            # the queried archs join the pool (those from polishing are new rows)
+            if search_rounds > 0 and search_queries > 0:
+                kw = dict(parents=inf.search_parents, children=inf.search_children,
+                          max_changes=inf.search_max_changes, res_step=inf.search_res_step,
+                          repair=inf.search_repair, crossover_share=inf.search_crossover,
+                          screen=inf.search_screen)
+                q_dec, q_grp, q_acc, q_lat, n_new = source_search(
+                    self.space, q_dec, q_grp, q_acc, barr, lat_fn, acc_fn, rounds=search_rounds,
+                    queries=search_queries, seed=seed + 2, **kw)
+                n_queries += n_new
+            # the queried archs join the pool (those from polishing and search are new rows)
             n_old = len(head)
-            dec = concat(dec, q_dec.select(np.arange(n_old, len(q_grp))))
+            extra = q_dec.select(np.arange(n_old, len(q_grp)))
+            dec = concat(dec, extra)
             grp = np.concatenate([grp, q_grp[n_old:]])
             lat = np.concatenate([lat, q_lat[n_old:]])
-            new_sc = score_fn(q_dec.select(np.arange(n_old, len(q_grp))), q_lat[n_old:], barr[q_grp[n_old:]])
+            new_sc = score_fn(extra, q_lat[n_old:], barr[q_grp[n_old:]])
             sc = np.concatenate([sc, new_sc])
             fit_all = np.concatenate([fit_all, new_sc])
             ok = np.concatenate([ok, np.ones(len(q_grp) - n_old, dtype=bool)])
             rows = np.concatenate([head, np.arange(len(grp) - (len(q_grp) - n_old), len(grp))])
             queried = {(int(g), int(r)): float(a) for g, r, a in zip(q_grp, rows, q_acc)}
-            arch_of = {int(r): a for r, a in zip(rows, q_archs)}
         n_keep = max(rerank, top, CANDIDATES)
         elapsed = time.perf_counter() - t0
         results = []
@@ -257,10 +274,8 @@ class NagModel:
             has = np.isfinite(acc_of)
             # queried archs first, by accuracy; then the rest by the evaluator
             key = np.where(has, -acc_of, 0.0)
-            sel = sel[np.lexsort((-fit_all[sel], key, ~has))][:max(n_keep, int(has.sum()))]
-            todo_rows = [j for j in sel if int(j) not in arch_of]
-            built = dict(zip(todo_rows, dec.select(np.asarray(todo_rows, dtype=np.int64)).to_archs(self.space)))
-            archs = [arch_of.get(int(j)) or built[j] for j in sel]
+            sel = sel[np.lexsort((-fit_all[sel], key, ~has))][:n_keep]
+            archs = dec.select(sel).to_archs(self.space)
             cands = [Candidate(a, float(lat[j]), float(sc[j]), queried.get((i, int(j)))) for a, j in zip(archs, sel)]
             q0 = self.source.queries if self.source is not None else 0
             if accuracy and self.source is not None:
@@ -273,17 +288,15 @@ class NagModel:
                                         self.source.name if self.source is not None else "none", queries,
                                         elapsed / len(budgets) + time.perf_counter() - t1,
                                         extra={"unique_feasible": n_unique, "local_rounds": inf.local_rounds,
-                                               "polish_rounds": inf.polish_rounds if rerank > 0 else 0}))
+                                               "polish_rounds": inf.polish_rounds if rerank > 0 else 0,
+                                               "search_queries_cap": search_queries
+                                               if rerank > 0 and search_rounds > 0 else 0}))
         return results
 
 
-def _remember(store: list, archs: list) -> list:
-    store.extend(archs)
-    return archs
-
-
 def generate(workspace, budgets: Sequence[float], *, samples: int | None = None, rerank: int | None = None,
-             seed: int = 0, top: int = 10, model: NagModel | None = None) -> list[BudgetResult]:
+             seed: int = 0, top: int = 10, model: NagModel | None = None,
+             search_queries: int | None = None) -> list[BudgetResult]:
     """Ranked candidates for each budget (best first), for `nagkit generate` and `nagkit build`."""
     from nagkit.workspace import load_workspace
 
@@ -292,4 +305,4 @@ def generate(workspace, budgets: Sequence[float], *, samples: int | None = None,
     inf = ws.inference
     return model.generate(budgets, samples=samples or inf.samples,
                           rerank=inf.rerank if rerank is None else rerank, max_rounds=inf.max_rounds,
-                          seed=seed, top=top)
+                          seed=seed, top=top, search_queries=search_queries)

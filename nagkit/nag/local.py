@@ -7,6 +7,10 @@ R(alpha|B) for archs within B by the table latency; archs over B are never kept 
 which repairs a budget the generator missed). It queries no accuracy source: the optional
 re-ranking of :mod:`nagkit.nag.infer` does that, and is counted there.
 
+:func:`source_search` (docs/decisions.md 11) is the accuracy-source-guided counterpart run
+after re-ranking: small moves, latency repair, screening by a ridge model of the queried
+accuracies, every query counted against a per-budget cap.
+
 Everything runs on all budgets at once (one group per budget): numpy for mutation, selection
 and the table lookup (:class:`DecisionLatency`), one torch call of the evaluator per round.
 """
@@ -17,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from nagkit.nag.decisions import Decisions
+from nagkit.nag.decisions import Decisions, active_of
 from nagkit.space.space import SearchSpace
 
 
@@ -33,6 +37,11 @@ class DecisionLatency:
         self.fixed = self.slots = None
         self.calibration = getattr(table, "calibration", None)
         arrays = getattr(table, "_arrays", None)
+        if getattr(table, "slot_arrays", None) is not None:  # calibrated per block (grouped calibration too)
+            def arrays(sp, r, _f=table.slot_arrays):
+                return _f(sp, r, calibrated=True)
+
+            self.calibration = None
         if arrays is None:
             return
         nr = len(space.resolutions)
@@ -283,6 +292,290 @@ def polish(space: SearchSpace, dec: Decisions, group: np.ndarray, acc: np.ndarra
         kids, g_kids, k_lat = kids.select(sel), g_kids[sel], k_lat[sel]
         k_acc = np.asarray(query_fn(kids), dtype=np.float64)
         n_new += np.bincount(g_kids, minlength=m)
+        dec = concat(dec, kids)
+        group = np.concatenate([group, g_kids])
+        acc = np.concatenate([acc, k_acc])
+        lat = np.concatenate([lat, k_lat])
+    return dec, group, acc, lat, n_new
+
+
+class DecisionAccuracy:
+    """Accuracy-source queries on :class:`Decisions`, counted on the source.
+
+    For OFA's accuracy predictor (an MLP over the OFA one-hot encoding, with kernels 3/5/7,
+    expands 3/4/6 and resolutions 112..239) the encoding is built in batch from the decision
+    arrays and the MLP run directly; the source's ``queries`` counter is increased by the
+    number of rows, and outputs are checked like ``BaseAccuracySource.evaluate`` does. Any
+    other source is called through ``source.evaluate(dec.to_archs(space))``."""
+
+    def __init__(self, source, space: SearchSpace):
+        self.source, self.space = source, space
+        self.layers = getattr(source, "_layers", None)
+        ok = (self.layers is not None and tuple(space.ks_list) == (3, 5, 7) and tuple(space.expand_list) == (3, 4, 6)
+              and all(112 <= r < 240 for r in space.resolutions))
+        if ok:
+            dim = space.n_block_slots * 6 + 8
+            ok = self.layers[0][0].shape[1] == dim
+        if not ok:
+            self.layers = None
+        self.r_bucket = (np.asarray(space.resolutions) - 112) // 16
+
+    def encode(self, dec: Decisions) -> np.ndarray:
+        n, slots = len(dec), self.space.n_block_slots
+        act = dec.active(self.space)
+        out = np.zeros((n, slots * 6 + 8), dtype=np.float32)
+        rows = np.repeat(np.arange(n), slots)
+        s = np.tile(np.arange(slots), n)
+        a = act.reshape(-1)
+        out[rows[a], (s * 3 + dec.k.reshape(-1))[a]] = 1
+        out[rows[a], (slots * 3 + s * 3 + dec.e.reshape(-1))[a]] = 1
+        out[np.arange(n), slots * 6 + self.r_bucket[dec.r]] = 1
+        return out
+
+    def __call__(self, dec: Decisions) -> np.ndarray:
+        if len(dec) == 0:
+            return np.zeros(0)
+        if self.layers is None:
+            return np.asarray(self.source.evaluate(dec.to_archs(self.space)), dtype=np.float64)
+        import torch
+
+        x = torch.from_numpy(self.encode(dec))
+        with torch.no_grad():
+            for j, (w, b) in enumerate(self.layers):
+                x = torch.nn.functional.linear(x, w, b)
+                if j < len(self.layers) - 1:
+                    x = torch.relu(x)
+        acc = x.reshape(-1).double().numpy()
+        if (~np.isfinite(acc) | (acc < 0) | (acc > 1)).any():  # the checked path names the culprit
+            return np.asarray(self.source.evaluate(dec.to_archs(self.space)), dtype=np.float64)
+        self.source.queries += len(dec)
+        return acc
+
+
+def small_moves(space: SearchSpace, dec: Decisions, rng: np.random.Generator, *, max_changes: int = 2,
+                res_step: int = 4) -> Decisions:
+    """Mutants with 1..``max_changes`` small changes each (uniform count): a kernel or an
+    expand of an active block resampled to another value, a stage's depth +-1, or the
+    resolution moved by 1..``res_step`` steps either way (exactly ``-res_step`` steps when
+    negative, e.g. the accuracy predictor's resolution granularity) (kinds 35/35/15/15%)."""
+    out = dec.select(np.arange(len(dec)))
+    out = Decisions(out.r.copy(), out.depth.copy(), out.k.copy(), out.e.copy())
+    n = len(out)
+    nk, ne, nd, nr = len(space.ks_list), len(space.expand_list), len(space.depth_list), len(space.resolutions)
+    n_changes = rng.integers(1, max(1, max_changes) + 1, size=n)
+    for c in range(max(1, max_changes)):
+        rows = np.flatnonzero(n_changes > c)
+        kind = np.searchsorted([0.35, 0.7, 0.85], rng.random(len(rows)), side="right")
+        act = active_of(space, out.depth[rows])
+        slot = (rng.random(act.shape) * act).argmax(axis=1)
+        kr = rows[kind == 0]
+        if nk > 1:
+            out.k[kr, slot[kind == 0]] = (out.k[kr, slot[kind == 0]] + rng.integers(1, nk, size=len(kr))) % nk
+        er = rows[kind == 1]
+        if ne > 1:
+            out.e[er, slot[kind == 1]] = (out.e[er, slot[kind == 1]] + rng.integers(1, ne, size=len(er))) % ne
+        dr = rows[kind == 2]
+        st = rng.integers(0, space.n_stages, size=len(dr))
+        d = out.depth[dr, st] + np.where(rng.random(len(dr)) < 0.5, -1, 1)
+        d = np.where(d < 0, 1, np.where(d >= nd, nd - 2, d)) if nd > 1 else out.depth[dr, st]
+        out.depth[dr, st] = d
+        rr = rows[kind == 3]
+        if nr > 1:
+            size = (rng.integers(1, res_step + 1, size=len(rr)) if res_step > 0
+                    else np.full(len(rr), max(1, -res_step)))
+            step = size * np.where(rng.random(len(rr)) < 0.5, -1, 1)
+            out.r[rr] = np.clip(out.r[rr] + step, 0, nr - 1)
+    return out
+
+
+def repair_down(space: SearchSpace, dec: Decisions, lat: np.ndarray, budgets: np.ndarray,
+                latency_fn: Callable[[Decisions], np.ndarray], rng: np.random.Generator, steps: int):
+    """Bring rows over their budget down: up to ``steps`` times, each such row lowers the
+    kernel or expand of a random active block by one choice (or, where both are the smallest,
+    the depth of its stage by one). Changes ``dec`` in place; returns the new latencies
+    (exact: recomputed by ``latency_fn`` for the changed rows at the end)."""
+    lat = np.asarray(lat, dtype=np.float64).copy()
+    table = getattr(latency_fn, "slots", None)
+    if getattr(latency_fn, "calibration", None) is not None:
+        table = None  # a total-level calibration: no per-block deltas
+    md = space.max_depth
+    depths = np.asarray(space.depth_list)
+    touched = np.zeros(len(lat), dtype=bool)
+    for _ in range(max(0, steps)):
+        rows = np.flatnonzero(lat > budgets)
+        if not len(rows):
+            break
+        touched[rows] = True
+        act = active_of(space, dec.depth[rows])
+        slot = (rng.random(act.shape) * act).argmax(axis=1)
+        r, k, e = dec.r[rows], dec.k[rows, slot], dec.e[rows, slot]
+        use_e = np.where((k > 0) & (e > 0), rng.random(len(rows)) < 0.5, e > 0)
+        use_k = ~use_e & (k > 0)
+        rest = ~use_e & ~use_k
+        if table is not None:
+            old = table[r, slot, k, e]
+        dec.e[rows[use_e], slot[use_e]] -= 1
+        dec.k[rows[use_k], slot[use_k]] -= 1
+        if table is not None:
+            delta = np.where(rest, 0.0, table[r, slot, dec.k[rows, slot], dec.e[rows, slot]] - old)
+        if rest.any():
+            rr, st = rows[rest], slot[rest] // md
+            cur = dec.depth[rr, st]
+            lower = cur > 0
+            if table is not None:  # the stage's last active block goes
+                last = st * md + depths[cur] - 1
+                gone = table[dec.r[rr], last, dec.k[rr, last], dec.e[rr, last]]
+                delta[np.flatnonzero(rest)] = np.where(lower, -gone, 0.0)
+            dec.depth[rr, st] = np.maximum(0, cur - 1)
+        if table is not None:
+            lat[rows] += delta
+        else:
+            lat[rows] = latency_fn(dec.select(rows))
+    if table is not None and touched.any():
+        idx = np.flatnonzero(touched)
+        lat[idx] = latency_fn(dec.select(idx))
+    return lat
+
+
+def _slot_features(space: SearchSpace, dec: Decisions) -> np.ndarray:
+    """Kernel and expand one-hots of active slots and the resolution one-hot (a linear basis)."""
+    n, slots = len(dec), space.n_block_slots
+    nk, ne, nr = len(space.ks_list), len(space.expand_list), len(space.resolutions)
+    act = dec.active(space)
+    x = np.zeros((n, slots * (nk + ne) + nr + 1))
+    rows = np.repeat(np.arange(n), slots)
+    s = np.tile(np.arange(slots), n)
+    a = act.reshape(-1)
+    x[rows[a], (s * nk + dec.k.reshape(-1))[a]] = 1
+    x[rows[a], (slots * nk + s * ne + dec.e.reshape(-1))[a]] = 1
+    x[np.arange(n), slots * (nk + ne) + dec.r] = 1
+    x[:, -1] = 1
+    return x
+
+
+class LinearSurrogate:
+    """Per-group ridge regression of accuracy on :func:`_slot_features`, updated as queried
+    archs arrive (normal equations kept per group; torch's single-threaded BLAS, since numpy's
+    may spin threads on a busy CPU). A group with fewer than ``min_points`` predicts 0."""
+
+    def __init__(self, space: SearchSpace, m: int, ridge: float = 1e-3, min_points: int = 20):
+        import torch
+
+        self.space, self.m, self.ridge, self.min_points = space, m, ridge, min_points
+        d = len(space.resolutions) + space.n_block_slots * (len(space.ks_list) + len(space.expand_list)) + 1
+        self.xtx = torch.zeros(m, d, d, dtype=torch.float64)
+        self.xty = torch.zeros(m, d, dtype=torch.float64)
+        self.n = np.zeros(m, dtype=np.int64)
+        self.y0 = None
+        self.w = None
+
+    def add(self, dec: Decisions, group: np.ndarray, acc: np.ndarray) -> None:
+        import torch
+
+        if self.y0 is None:
+            self.y0 = float(np.mean(acc)) if len(acc) else 0.0
+        x = torch.from_numpy(_slot_features(self.space, dec))
+        y = torch.from_numpy(np.asarray(acc, dtype=np.float64) - self.y0)
+        group = np.asarray(group, dtype=np.int64)
+        for gi in np.unique(group):
+            rows = torch.from_numpy(np.flatnonzero(group == gi))
+            xg = x[rows]
+            self.xtx[gi] += xg.T @ xg
+            self.xty[gi] += xg.T @ y[rows]
+        self.n += np.bincount(group, minlength=self.m)
+        self.w = None
+
+    def predict(self, dec: Decisions, group: np.ndarray) -> np.ndarray:
+        import torch
+
+        if self.w is None:
+            reg = torch.from_numpy(self.ridge * np.maximum(self.n, 1).astype(np.float64))[:, None, None]
+            eye = torch.eye(self.xtx.shape[1], dtype=torch.float64)[None]
+            self.w = torch.linalg.solve(self.xtx + reg * eye, self.xty)  # [m, d]
+            sp = self.space
+            ns, nk, ne = sp.n_block_slots, len(sp.ks_list), len(sp.expand_list)
+            w = self.w.numpy()
+            self._wk = w[:, :ns * nk].reshape(self.m, ns, nk)
+            self._we = w[:, ns * nk:ns * (nk + ne)].reshape(self.m, ns, ne)
+            self._wr, self._b = w[:, ns * (nk + ne):-1], w[:, -1]
+        g = np.asarray(group, dtype=np.int64)
+        # the linear model read off the decisions (same as features @ w, without the one-hots)
+        slot = np.arange(self.space.n_block_slots)[None, :]
+        per = self._wk[g[:, None], slot, dec.k] + self._we[g[:, None], slot, dec.e]
+        out = np.where(dec.active(self.space), per, 0.0).sum(axis=1) + self._wr[g, dec.r] + self._b[g]
+        return np.where(self.n[g] >= self.min_points, out, 0.0)
+
+
+def source_search(space: SearchSpace, dec: Decisions, group: np.ndarray, acc: np.ndarray, budgets: np.ndarray,
+                  latency_fn: Callable[[Decisions], np.ndarray], query_fn: Callable[[Decisions], np.ndarray], *,
+                  rounds: int, queries: int, parents: int, children: int, seed: int, max_changes: int = 2,
+                  res_step: int = 4, repair: int = 0, crossover_share: float = 0.0,
+                  screen: int = 1):
+    """Accuracy-source-guided local search from re-ranked candidates, all budgets batched.
+
+    ``dec``/``group``/``acc``: archs already scored by the accuracy source (within budget).
+    Each round mutates each group's ``parents`` most accurate archs by :func:`small_moves`
+    into ``children`` mutants, drops those over budget by the table or already queried, and
+    queries the source for all the rest in one batch (with ``repair`` > 0 an over-budget
+    mutant first gets up to that many latency-lowering steps, :func:`repair_down`), until a group has used ``queries``
+    (the cap per group, a number or one per group; a round never exceeds it). Returns the queried pool (decisions,
+    group, accuracy, latency) and the number of new queries per group."""
+    rng = np.random.default_rng(seed)
+    budgets = np.asarray(budgets, dtype=np.float64)
+    m = len(budgets)
+    group = np.asarray(group, dtype=np.int64)
+    acc = np.asarray(acc, dtype=np.float64)
+    lat = latency_fn(dec)
+    seen = {bytes(k) for k in np.concatenate([group[:, None], arch_keys(space, dec)], axis=1).astype(np.int16)}
+    n_new = np.zeros(m, dtype=np.int64)
+    cap = np.broadcast_to(np.asarray(queries, dtype=np.int64), (m,))
+    if screen > 1:
+        surr = LinearSurrogate(space, m)
+        surr.add(dec, group, acc)
+    for _ in range(max(0, rounds)):
+        left = cap - n_new
+        if (left <= 0).all():
+            break
+        rank = _rank_in_groups(group, acc)
+        rows, g_child = _child_rows(group, rank, parents, children * max(1, screen), m, rng)
+        live = left[g_child] > 0
+        rows, g_child = rows[live], g_child[live]
+        kids = small_moves(space, dec.select(rows), rng, max_changes=max_changes, res_step=res_step)
+        if crossover_share > 0:  # some children cross two of the group's parents instead
+            rows2, _ = _child_rows(group, rank, parents, children, m, rng)
+            rows2 = rows2[live]
+            cross = rng.random(len(rows)) < crossover_share
+            mixed = crossover(dec.select(rows[cross]), dec.select(rows2[cross]), rng)
+            for name in ("r", "depth", "k", "e"):
+                getattr(kids, name)[cross] = getattr(mixed, name)
+        k_lat = latency_fn(kids)
+        if repair > 0:  # over-budget mutants give back latency elsewhere instead of being dropped
+            k_lat = repair_down(space, kids, k_lat, budgets[g_child], latency_fn, rng, repair)
+        if screen > 1:  # keep the `children` best mutants per group by a local linear model
+            pred = surr.predict(kids, g_child)
+            pred = np.where(k_lat <= budgets[g_child], pred, -np.inf)
+            sel = np.flatnonzero(_rank_in_groups(g_child, pred) < children)
+            kids, g_child, k_lat = kids.select(sel), g_child[sel], k_lat[sel]
+        keys = np.concatenate([g_child[:, None], arch_keys(space, kids)], axis=1).astype(np.int16)
+        take = np.zeros(len(kids), dtype=bool)
+        used = np.zeros(m, dtype=np.int64)
+        for i in np.flatnonzero(k_lat <= budgets[g_child]):
+            g = g_child[i]
+            if used[g] >= left[g]:
+                continue
+            kb = bytes(keys[i])
+            if kb not in seen:
+                seen.add(kb)
+                take[i] = True
+                used[g] += 1
+        idx = np.flatnonzero(take)
+        if not len(idx):
+            continue
+        kids, g_kids, k_lat = kids.select(idx), g_child[idx], k_lat[idx]
+        k_acc = np.asarray(query_fn(kids), dtype=np.float64)
+        n_new += np.bincount(g_kids, minlength=m)
+        if screen > 1:
+            surr.add(kids, g_kids, k_acc)
         dec = concat(dec, kids)
         group = np.concatenate([group, g_kids])
         acc = np.concatenate([acc, k_acc])
