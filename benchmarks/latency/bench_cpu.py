@@ -182,6 +182,8 @@ def main(argv=None) -> int:
     ap.add_argument("--priority", type=int, default=-20,
                     help="nice value of this process and the measuring worker it starts (root may go "
                          "below 0: other jobs on the machine run at nice 19)")
+    ap.add_argument("--group-by", default="auto", choices=["auto", "kind", "kind-in", "kind-in-k"],
+                    help="calibration group scheme (auto: lowest leave-one-out MAPE on the calibration set)")
     ap.add_argument("--interleave", action=argparse.BooleanOptionalAction, default=True,
                     help="with calibrate and validate: measure both sets in one run, alternating, so "
                          "both see the same machine state")
@@ -310,7 +312,8 @@ def main(argv=None) -> int:
             spec = str(dev.spec)
         by = dict(zip(order, stats))
         cal_stats, val_stats = [by[a] for a in cal_archs], [by[a] for a in val_archs]
-        c = fit_grouped(table, space, cal_archs, [s.median_ms for s in cal_stats], seed=1, device=spec,
+        c = fit_grouped(table, space, cal_archs, [s.median_ms for s in cal_stats], group_by=args.group_by,
+                        seed=1, device=spec,
                         measured_when=utc_now(), passes=args.passes,
                         noisy_measurements=int(sum(bool(s.noisy) for s in cal_stats)))
         table = table.with_calibration(c)
@@ -340,7 +343,8 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             cfg = net_cfg(dev)
             table = calibrate(table, dev, space, args.calib, seed=1, resolutions=res, cache_dir=nets_cache,
-                              jobs=args.jobs, exclude=val_archs, cfg=cfg, passes=args.passes)
+                              jobs=args.jobs, exclude=val_archs, cfg=cfg, passes=args.passes,
+                              group_by=args.group_by)
             wall = time.perf_counter() - t0
         table.save(table_tmp)
         c = table.calibration
@@ -369,6 +373,34 @@ def main(argv=None) -> int:
         _record_validation(report, rep, args, results_dir, name, {
             "wall_s": round(wall, 2), "measure_config": cfg.to_dict(), "load": load.summary(), "quiet_wait": q,
             "busy_processes_at_start": before, "busy_processes_at_end": busy_processes(), "when": utc_now()})
+        _ship(table_tmp, tables_dir, name, profile_name, args)
+
+    if "refit" in phases:
+        # no measuring: refit the calibration from the networks it lists (e.g. another --group-by)
+        # and re-score the recorded validation measurements against the new predictions
+        from types import SimpleNamespace
+
+        from nagkit.latency.calibration import refit_calibration
+
+        table = LatencyTable.load(table_tmp)
+        prev = table.calibration
+        table = refit_calibration(table, space, group_by=args.group_by)
+        table.save(table_tmp)
+        c = table.calibration
+        note = {"when": utc_now(), "group_by": args.group_by, "previous_group_by": prev.group_by,
+                "measured_again": False}
+        report["phases"]["calibrate"].update({**_cal_summary(c), "refit_offline": note})
+        v = report["phases"]["validate"]
+        rows = v["archs"]
+        stats = [SimpleNamespace(median_ms=r["measured_ms"], p10_ms=r["measured_p10_ms"], p90_ms=r["measured_p90_ms"],
+                                 noisy=r["noisy"]) for r in rows]
+        rep = validation_report(table, space, [space.parse_arch(r["arch"]) for r in rows], stats,
+                                device=str(table.device.get("spec", "")), seed=0)
+        keep = {k: v[k] for k in ("wall_s", "interleaved", "passes", "measure_config", "load", "quiet_wait",
+                                  "busy_processes_at_start", "busy_processes_at_end", "when") if k in v}
+        prev_metrics = v.get("calibrated_before_refit") or {"group_by": prev.group_by, **(v["calibrated"] or {})}
+        _record_validation(report, rep, args, results_dir, name, {
+            **keep, "refit_offline": note, "calibrated_before_refit": prev_metrics})
         _ship(table_tmp, tables_dir, name, profile_name, args)
 
     ph = {k: p for k, p in report["phases"].items() if isinstance(p, dict) and "load" in p}

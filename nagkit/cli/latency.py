@@ -277,9 +277,10 @@ def profile(device_spec, space_name, res_text, out, resume, force, n_cal, calibr
     emit(d, as_json, human)
 
 
-group_by_option = click.option("--group-by", type=click.Choice(["kind", "kind-in", "kind-in-k"]),
-                               default="kind-in-k", show_default=True,
-                               help="Calibration groups: a factor per block kind / input size / kernel.")
+group_by_option = click.option("--group-by", type=click.Choice(["auto", "kind", "kind-in", "kind-in-k"]),
+                               default="auto", show_default=True,
+                               help="Calibration groups: a factor per block kind / input size / kernel; "
+                                    "auto keeps the scheme with the lowest leave-one-out error.")
 shrinkage_option = click.option("--shrinkage", type=click.FloatRange(min=0.0, min_open=True), default=None,
                                 help="Pull of each group's factor toward the global scale, in networks "
                                      "(default 1).")

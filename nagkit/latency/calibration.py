@@ -32,11 +32,11 @@ from nagkit.latency.table import Calibration, LatencyTable
 from nagkit.space.arch import Arch
 from nagkit.space.space import SearchSpace
 
-DEFAULT_GROUP_BY = "kind-in-k"
+DEFAULT_GROUP_BY = "auto"  # the scheme with the lowest leave-one-out MAPE on the fit networks
 DEFAULT_SHRINKAGE = 1.0
 
 
-def group_sums(table: LatencyTable, space: SearchSpace, archs: Sequence[Arch], group_by: str = DEFAULT_GROUP_BY
+def group_sums(table: LatencyTable, space: SearchSpace, archs: Sequence[Arch], group_by: str = "kind-in-k"
                ) -> tuple[list[str], np.ndarray]:
     """(groups, S [n_archs, n_groups]): each arch's raw table latency summed per group."""
     if group_by not in GROUP_SCHEMES:
@@ -100,9 +100,23 @@ def fit_grouped(table: LatencyTable, space: SearchSpace, archs: Sequence[Arch], 
                 **details: Any) -> Calibration:
     """Fit the grouped calibration of ``table`` on measured whole networks.
 
+    ``group_by`` is a scheme of :data:`GROUP_SCHEMES`, or ``"auto"``: every scheme is fitted and
+    the one with the lowest leave-one-out MAPE on these same networks is kept (``kind-in-k``
+    with fewer than 5 networks); the record lists each scheme's leave-one-out MAPE.
+
     ``details`` are stored in the record (seed, device, ...). The record also keeps the fit data
     (``fit_archs``, ``fit_raw_ms``, ``fit_measured_ms``) and a leave-one-out estimate of the
     error on unseen networks (``loo_mape``, ``loo_within_5pct``)."""
+    if group_by == "auto":
+        fits = [fit_grouped(table, space, archs, measured_ms, group_by=g, shrinkage=shrinkage, **details)
+                for g in GROUP_SCHEMES]
+        if any("loo_mape" not in f.details for f in fits):
+            return next(f for f in fits if f.group_by == "kind-in-k")
+        best = min(fits, key=lambda f: (f.details["loo_mape"], -GROUP_SCHEMES.index(f.group_by)))
+        best.details["group_by_selection"] = {
+            "rule": "lowest leave-one-out MAPE on the fit networks",
+            "loo_mape": {f.group_by: f.details["loo_mape"] for f in fits}}
+        return best
     archs = [space.parse_arch(a) for a in archs]
     y = np.asarray(measured_ms, dtype=np.float64)
     if not archs or len(archs) != y.size:

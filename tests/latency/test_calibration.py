@@ -45,8 +45,11 @@ def test_block_group_schemes():
 def test_grouped_fit_recovers_known_group_multipliers(lat_space, lat_table):
     archs = random_archs(lat_space, 300, seed=5)
     meas = synthetic_measurements(lat_table, lat_space, archs)
-    cal = fit_grouped(lat_table, lat_space, archs, meas, shrinkage=0.05)
+    cal = fit_grouped(lat_table, lat_space, archs, meas, shrinkage=0.05)  # group_by="auto"
     assert cal.model == "grouped" and cal.group_by == "kind-in-k" and cal.n_fit == 300
+    sel = cal.details["group_by_selection"]["loo_mape"]  # the true scheme wins the leave-one-out test
+    assert set(sel) == {"kind", "kind-in", "kind-in-k"} and min(sel, key=sel.get) == "kind-in-k"
+    assert sel["kind"] > 5 * sel["kind-in-k"]
     groups, s = group_sums(lat_table, lat_space, archs)
     varying = [g for g, col in zip(groups, s.T) if np.ptp(col) > 0 and g.startswith("mbconv")]
     assert len(varying) >= 4
@@ -61,6 +64,7 @@ def test_grouped_fit_recovers_known_group_multipliers(lat_space, lat_table):
                                rtol=0.01)
     # the fit data are recorded for an offline refit
     assert cal.details["fit_archs"] == [str(a) for a in archs]
+    assert cal.details["loo_within_5pct"] == 1.0
     assert cal.details["fit_measured_ms"] == pytest.approx(list(meas))
 
 
