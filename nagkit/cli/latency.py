@@ -196,7 +196,7 @@ def describe_calibration(c: dict) -> str:
             if "loo_mape" in c else ""
         gs = c["group_scales"].values()
         return (f"grouped ({c['group_by']}, {len(c['group_scales'])} groups, factors {min(gs):.3f}..{max(gs):.3f}, "
-                f"+{c['intercept_ms']:.4f} ms; fit MAPE {c['fit_error']:.2f}%{loo}, raw MAPE "
+                f"intercept {c['intercept_ms']:+.4f} ms; fit MAPE {c['fit_error']:.2f}%{loo}, raw MAPE "
                 f"{c.get('raw_mape', float('nan')):.2f}%, n={c['n_fit']})")
     raw = f", raw MAPE {c['raw_mape']:.2f}%" if "raw_mape" in c else ""
     return (f"measured ≈ {c['scale']:.4f} × sum + {c['offset']:.4f} ms (fit MAPE {c['fit_error']:.2f}%{raw}, "
