@@ -29,15 +29,29 @@ def run(gpus: int, a, workdir: Path) -> dict:
         env["CUDA_VISIBLE_DEVICES"] = "0"
     cmd = [sys.executable, "-m", "nagkit.supernet.launch", "--space", a.space, "--out", str(out), "--gpus", str(gpus),
            "--data-dir", a.data_dir, "--limit-train", str(a.train_images), "--batch-size", str(a.batch_size),
-           "--epochs", "full=1,kernel=1,depth=1,expand=1", "--no-eval-every-epoch", "--n-val", "1000"]
+           "--epochs", ",".join(f"{k}={a.epochs_per_phase}" for k in ("full", "kernel", "depth", "expand")),
+           "--no-eval-every-epoch", "--n-val", "1000"]
     t = time.perf_counter()
     subprocess.run(cmd, env=env, check=True)
     wall = time.perf_counter() - t
     rows = [json.loads(l) for l in (out / "train_log.jsonl").read_text().splitlines()]
     phases = {r["phase"]: r for r in rows if r.get("done")}
     return {"gpus": gpus, "wall_s": round(wall, 2), "phases": {k: {"images_per_s": v["images_per_s"],
-            "images": v["images"], "seconds": v["seconds"], "subnets_per_step": v["subnets_per_step"]}
+            "images": v["images"], "seconds": v["seconds"], "subnets_per_step": v["subnets_per_step"],
+            "last_epoch_images_per_s": last_epoch_rate(rows, k, v)}
             for k, v in phases.items()}}
+
+
+def last_epoch_rate(rows: list[dict], phase: str, done: dict) -> float | None:
+    """Images/s of the phase's last epoch alone (no warm-up), from the cumulative per-epoch rates
+    the trainer logs: epoch k ends at seconds_k = k * images_per_epoch / rate_k."""
+    ep = [r for r in rows if r.get("phase") == phase and "epoch" in r]
+    if len(ep) < 2:
+        return None
+    per_epoch = done["images"] / done["epochs"]
+    t_last = ep[-1]["epoch"] * per_epoch / ep[-1]["images_per_s"]
+    t_prev = ep[-2]["epoch"] * per_epoch / ep[-2]["images_per_s"]
+    return round(per_epoch / (t_last - t_prev), 1) if t_last > t_prev else None
 
 
 def main() -> int:
@@ -50,6 +64,8 @@ def main() -> int:
     ap.add_argument("--train-images", type=int, default=25600)
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--workdir", default="out/ddp_bench")
+    ap.add_argument("--epochs-per-phase", type=int, default=2,
+                    help=">= 2 also reports each phase's last epoch alone (steady state, no warm-up)")
     a = ap.parse_args()
     wd = Path(a.workdir)
     one, two = run(1, a, wd), run(2, a, wd)
@@ -63,17 +79,22 @@ def main() -> int:
         "machine": {"gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
                     "cpu_count": os.cpu_count(), "torch": torch.__version__, "python": platform.python_version()},
         "setup": {"space": a.space, "train_images": a.train_images, "batch_per_gpu": a.batch_size,
-                  "phases": "one epoch each of full, kernel, depth1, depth2, expand1, expand2",
+                  "phases": f"{a.epochs_per_phase} epoch(s) each of full, kernel, depth1, depth2, expand1, expand2",
                   "amp": "bf16 autocast, channels_last, fixed-shape (masked) subnets", "grad_sync": "one flattened all_reduce per step (NCCL)"},
         "one_gpu": one, "two_gpus": two,
         "ratio_per_phase": {p: round(two["phases"][p]["images_per_s"] / one["phases"][p]["images_per_s"], 3)
                             for p in one["phases"]},
         "ratio_steady": round(agg(two) / agg(one), 3),
+        "ratio_last_epoch_per_phase": {p: round(two["phases"][p]["last_epoch_images_per_s"]
+                                                / one["phases"][p]["last_epoch_images_per_s"], 3)
+                                       for p in one["phases"] if one["phases"][p]["last_epoch_images_per_s"]
+                                       and two["phases"][p]["last_epoch_images_per_s"]},
         "images_per_s_steady": {"one_gpu": round(agg(one), 1), "two_gpus": round(agg(two), 1)},
         "goal": ">= 1.8x",
     }
     Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
-    print(json.dumps({k: res[k] for k in ("ratio_per_phase", "ratio_steady", "images_per_s_steady")}))
+    print(json.dumps({k: res[k] for k in ("ratio_per_phase", "ratio_steady", "ratio_last_epoch_per_phase",
+                                          "images_per_s_steady")}))
     return 0
 
 
