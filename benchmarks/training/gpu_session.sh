@@ -68,7 +68,7 @@ PY
     # evaluation on the GPU (NAG: 1,000 dataset archs + 10 reranks x 5 budgets = 1,050 queries;
     # each baseline: 210 per budget). Writes compare.json, compare.log and plots/ to $OUT.
     W=out/fm; rm -rf $W; cp -r examples/workspaces/fmnist $W
-    sed -i 's/^workers = 2.*/workers = ${CWORKERS:-5}\ndevice = "cuda"/' $W/nagkit.toml
+    sed -i "s/^workers = 2.*/workers = ${CWORKERS:-5}\ndevice = \"cuda\"/" $W/nagkit.toml
     python3 -m nagkit compare --workspace $W --budgets 0.5,0.8,1.2,1.8,2.6 --methods nag,evolution,random \
       --queries 210 --rerank 10 --json --plot "$OUT/plots" > "$OUT/compare.json" 2> "$OUT/compare.log"
     cp $W/supernet/acc.jsonl "$OUT/acc_after_compare.jsonl" ;;
