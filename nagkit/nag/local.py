@@ -245,6 +245,28 @@ def _child_rows(group: np.ndarray, rank: np.ndarray, parents: int, children: int
     return par_sorted[pick], g_child
 
 
+def _queried_pool(space: SearchSpace, dec: Decisions, group, acc, budgets, latency_fn):
+    """Start state of the source-guided searches: typed budgets, their count, group, accuracy,
+    the table latency of ``dec``, the set of (group, arch) keys already queried, and a zero
+    per-group count of new queries."""
+    budgets = np.asarray(budgets, dtype=np.float64)
+    m = len(budgets)
+    group = np.asarray(group, dtype=np.int64)
+    acc = np.asarray(acc, dtype=np.float64)
+    lat = latency_fn(dec)
+    seen = {bytes(k) for k in np.concatenate([group[:, None], arch_keys(space, dec)], axis=1).astype(np.int16)}
+    return budgets, m, group, acc, lat, seen, np.zeros(m, dtype=np.int64)
+
+
+def _cross_some(kids: Decisions, dec: Decisions, rows: np.ndarray, rows2: np.ndarray, rng: np.random.Generator,
+                share: float) -> None:
+    """Replace a ``share`` of ``kids`` (in place) by crossovers of parents ``rows`` and ``rows2``."""
+    cross = rng.random(len(rows)) < share
+    mixed = crossover(dec.select(rows[cross]), dec.select(rows2[cross]), rng)
+    for name in ("r", "depth", "k", "e"):
+        getattr(kids, name)[cross] = getattr(mixed, name)
+
+
 def polish(space: SearchSpace, dec: Decisions, group: np.ndarray, acc: np.ndarray, budgets: np.ndarray,
            score_fn: ScoreFn, latency_fn: Callable[[Decisions], np.ndarray],
            query_fn: Callable[[Decisions], np.ndarray], *, rounds: int, queries: int, parents: int,
@@ -257,23 +279,14 @@ def polish(space: SearchSpace, dec: Decisions, group: np.ndarray, acc: np.ndarra
     (``query_fn``) for the ``queries`` best of the rest by the evaluator. Returns the queried
     pool (decisions, group, accuracy, latency) and the number of new queries per group."""
     rng = np.random.default_rng(seed)
-    budgets = np.asarray(budgets, dtype=np.float64)
-    m = len(budgets)
-    group = np.asarray(group, dtype=np.int64)
-    acc = np.asarray(acc, dtype=np.float64)
-    lat = latency_fn(dec)
-    seen = {bytes(k) for k in np.concatenate([group[:, None], arch_keys(space, dec)], axis=1).astype(np.int16)}
-    n_new = np.zeros(m, dtype=np.int64)
+    budgets, m, group, acc, lat, seen, n_new = _queried_pool(space, dec, group, acc, budgets, latency_fn)
     for _ in range(max(0, rounds)):
         rank = _rank_in_groups(group, acc)
         rows, g_child = _child_rows(group, rank, parents, children, m, rng)
         kids = mutate(space, dec.select(rows), rng, prob)
         if crossover_share > 0:  # some children cross two of the group's parents instead
-            rows2, g2 = _child_rows(group, rank, parents, children, m, rng)
-            cross = rng.random(len(rows)) < crossover_share
-            mixed = crossover(dec.select(rows[cross]), dec.select(rows2[cross]), rng)
-            for name in ("r", "depth", "k", "e"):
-                getattr(kids, name)[cross] = getattr(mixed, name)
+            rows2, _ = _child_rows(group, rank, parents, children, m, rng)
+            _cross_some(kids, dec, rows, rows2, rng, crossover_share)
         k_lat = latency_fn(kids)
         keys = np.concatenate([g_child[:, None], arch_keys(space, kids)], axis=1).astype(np.int16)
         ok = k_lat <= budgets[g_child]
@@ -521,13 +534,7 @@ def source_search(space: SearchSpace, dec: Decisions, group: np.ndarray, acc: np
     (the cap per group, a number or one per group; a round never exceeds it). Returns the queried pool (decisions,
     group, accuracy, latency) and the number of new queries per group."""
     rng = np.random.default_rng(seed)
-    budgets = np.asarray(budgets, dtype=np.float64)
-    m = len(budgets)
-    group = np.asarray(group, dtype=np.int64)
-    acc = np.asarray(acc, dtype=np.float64)
-    lat = latency_fn(dec)
-    seen = {bytes(k) for k in np.concatenate([group[:, None], arch_keys(space, dec)], axis=1).astype(np.int16)}
-    n_new = np.zeros(m, dtype=np.int64)
+    budgets, m, group, acc, lat, seen, n_new = _queried_pool(space, dec, group, acc, budgets, latency_fn)
     cap = np.broadcast_to(np.asarray(queries, dtype=np.int64), (m,))
     if screen > 1:
         surr = LinearSurrogate(space, m)
@@ -543,11 +550,7 @@ def source_search(space: SearchSpace, dec: Decisions, group: np.ndarray, acc: np
         kids = small_moves(space, dec.select(rows), rng, max_changes=max_changes, res_step=res_step)
         if crossover_share > 0:  # some children cross two of the group's parents instead
             rows2, _ = _child_rows(group, rank, parents, children, m, rng)
-            rows2 = rows2[live]
-            cross = rng.random(len(rows)) < crossover_share
-            mixed = crossover(dec.select(rows[cross]), dec.select(rows2[cross]), rng)
-            for name in ("r", "depth", "k", "e"):
-                getattr(kids, name)[cross] = getattr(mixed, name)
+            _cross_some(kids, dec, rows, rows2[live], rng, crossover_share)
         k_lat = latency_fn(kids)
         if repair > 0:  # over-budget mutants give back latency elsewhere instead of being dropped
             k_lat = repair_down(space, kids, k_lat, budgets[g_child], latency_fn, rng, repair)
