@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from nagkit.data.accuracy import open_accuracy_source
 from nagkit.data.synthetic import MacsLatencyTable, synthetic_accuracy, tiny_space
 from nagkit.nag.budgets import BudgetGrid
 from nagkit.nag.config import EvaluatorConfig, GeneratorConfig, InferenceConfig
@@ -22,15 +23,9 @@ SP = tiny_space()
 TABLE = MacsLatencyTable()
 
 
-class CountingSource:
-    name, spec = "synthetic", "synthetic:"
-
-    def __init__(self):
-        self.queries = 0
-
-    def evaluate(self, archs):
-        self.queries += len(archs)
-        return np.array([synthetic_accuracy(SP, a) for a in archs])
+def CountingSource():
+    """nagkit's own synthetic accuracy source on SP (it counts its queries)."""
+    return open_accuracy_source("synthetic:", SP)
 
 
 def test_decision_accuracy_matches_the_ofa_predictor_and_counts(tmp_path):
