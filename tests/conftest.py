@@ -69,3 +69,15 @@ def tiny_space():
         name="tiny", width_mult=0.5, base_stage_width=(16, 16, 24, 40, 80, 112, 160, 240, 320),
         resolutions=(32, 40), n_classes=10, dropout=0.0,
     )
+
+
+@pytest.fixture
+def one_thread():
+    """torch with 1 intra-op thread for the test (restored after): faster and steadier on the
+    shared 2-core CI machine. Use with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -20,12 +20,7 @@ from nagkit.space.sampling import sample_many
 from nagkit.supernet import OFAMobileNetV3
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

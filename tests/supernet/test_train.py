@@ -15,12 +15,7 @@ from nagkit.supernet.train import (FINAL_NAME, LOG_NAME, STATE_NAME, TrainConfig
                                    parse_epochs, phase_space, read_train_meta)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
