@@ -14,6 +14,17 @@ case "$stage" in
     nvidia-smi -L; python3 -c "import torch, torchvision; print(torch.__version__, torchvision.__version__)"; nproc ;;
   probe)
     python3 benchmarks/training/cudnn_probe.py --data-dir .fmnist --out "$OUT/cudnn_probe.json" --steps "${PROBE_STEPS:-45}" ;;
+  graphprobe)
+    # eager fixed-shape vs CUDA-graph steps (decisions.md 13): same seeds, losses must agree
+    python3 benchmarks/training/cudnn_probe.py --data-dir .fmnist --out "$OUT/graph_probe.json" --modes fixed,graphs \
+      --steps "${PROBE_STEPS:-60}" ;;
+  graphtest)
+    if python3 -c "import pytest" 2>/dev/null; then
+      python3 -m pytest -q -p no:cacheprovider tests/supernet/test_tensor_control.py tests/supernet/test_fixed_shape.py 2>&1 | tail -15
+    else echo "graphtest: no pytest on this machine"; fi ;;
+  ofacompare)
+    PYTHONPATH=.:.ofa_src python3 benchmarks/training/ofa_trainer_compare.py --data-dir .fmnist --nagkit-eager \
+      --out "$OUT/ofa_compare.json" --max-seconds "${OFA_S:-200}" ;;
   pickconv)
     # Use PyTorch's native CUDA convolutions when the probe found them faster (NAGKIT_CUDNN=0).
     python3 -c "import json,sys; r={x['mode']:x['total_s'] for x in json.load(open('$OUT/cudnn_probe.json'))['rows']}; sys.exit(0 if r['native']<r['cudnn'] else 1)" \
@@ -67,6 +78,7 @@ PY
     # #6: NAG vs evolution and random search at equal accuracy-source queries, with real supernet
     # evaluation on the GPU (NAG: 1,000 dataset archs + 10 reranks x 5 budgets = 1,050 queries;
     # each baseline: 210 per budget). Writes compare.json, compare.log and plots/ to $OUT.
+    export NAGKIT_FMNIST_DIR=${NAGKIT_FMNIST_DIR:-$PWD/.fmnist}  # the supernet source reads the IDX files here
     W=out/fm; rm -rf $W; cp -r examples/workspaces/fmnist $W
     sed -i "s/^workers = 2.*/workers = ${CWORKERS:-5}\ndevice = \"cuda\"/" $W/nagkit.toml
     python3 -m nagkit compare --workspace $W --budgets 0.5,0.8,1.2,1.8,2.6 --methods nag,evolution,random \

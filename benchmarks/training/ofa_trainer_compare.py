@@ -335,7 +335,7 @@ def run_ofa(phase: str, subnets: int, a, x_train, y_train, mean, std, clock: _Cl
             "sample_space": {"ks": net.ks_list, "expand": net.expand_ratio_list, "depth": net.depth_list}}
 
 
-def run_nagkit(phase: str, subnets: int, a, sp, clock: _Clock) -> dict:
+def run_nagkit(phase: str, subnets: int, a, sp, clock: _Clock, cuda_graphs: bool | None = None) -> dict:
     from nagkit.space import get_space
     from nagkit.supernet.train import TrainConfig, TrainData, Trainer, default_phases, phase_space
 
@@ -343,7 +343,8 @@ def run_nagkit(phase: str, subnets: int, a, sp, clock: _Clock) -> dict:
     phases = tuple(replace(p, subnets=subnets) for p in default_phases(space))
     name = "kernel" if phase == "kernel" else f"expand{len(space.expand_list) - 1}"
     pi = [p.name for p in phases].index(name)
-    cfg = TrainConfig(phases=phases, batch_size=a.batch_size, seed=a.seed, eval_every_epoch=False)
+    cfg = TrainConfig(phases=phases, batch_size=a.batch_size, seed=a.seed, eval_every_epoch=False,
+                      cuda_graphs=cuda_graphs)
     data = TrainData.from_numpy(sp.train_x, sp.train_y, sp.val_x, sp.val_y, a.device, sp.provenance)
     tr = Trainer(space, cfg, data, tempfile.mkdtemp(prefix="nagkit_compare_"))
     tr.teacher = tr._frozen_copy()
@@ -364,7 +365,8 @@ def run_nagkit(phase: str, subnets: int, a, sp, clock: _Clock) -> dict:
         st.step += 1
         clock.tick()
     sub, _ = phase_space(space, name)
-    return {"phase_name": name, **clock.result(bs, subnets, a.steps, a.warmup),
+    return {"phase_name": name, "cuda_graphs": tr.graphs is not None,
+            **clock.result(bs, subnets, a.steps, a.warmup),
             "sample_space": {"ks": list(sub.ks_list), "expand": list(sub.expand_list), "depth": list(sub.depth_list)}}
 
 
@@ -396,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
                          "left (warm-up at most --warmup-share of it) and runs fewer steps past it")
     ap.add_argument("--warmup-share", type=float, default=0.5,
                     help="fraction of a measurement's time share that warm-up may use before timing starts")
+    ap.add_argument("--nagkit-eager", action="store_true",
+                    help="also time nagkit without CUDA graphs (eager fixed-shape steps) as 'nagkit_eager'")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (CPU runs)")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
@@ -442,8 +446,10 @@ def main(argv: list[str] | None = None) -> int:
 
     subnets = {"kernel": a.kernel_subnets, "expand": a.expand_subnets}
     results: dict[str, dict] = {"nagkit": {}, "ofa": {}}
+    if a.nagkit_eager:
+        results["nagkit_eager"] = {}
     bench0 = torch.backends.cudnn.benchmark
-    left = 2 * len(phases)
+    left = len(results) * len(phases)
 
     def clock():  # each measurement may use an equal share of the time still left; warm-up half of it
         nonlocal left
@@ -456,6 +462,11 @@ def main(argv: list[str] | None = None) -> int:
         torch.backends.cudnn.benchmark = bench0  # nagkit leaves cuDNN autotuning at PyTorch's default
         results["nagkit"][ph] = run_nagkit(ph, subnets[ph], a, sp, clock())
         print(f"nagkit {ph}: {results['nagkit'][ph]['images_per_s']} images/s", file=sys.stderr, flush=True)
+        if a.nagkit_eager:
+            torch.backends.cudnn.benchmark = bench0
+            results["nagkit_eager"][ph] = run_nagkit(ph, subnets[ph], a, sp, clock(), cuda_graphs=False)
+            print(f"nagkit eager {ph}: {results['nagkit_eager'][ph]['images_per_s']} images/s", file=sys.stderr,
+                  flush=True)
         results["ofa"][ph] = run_ofa(ph, subnets[ph], a, sp.train_x, sp.train_y, space.mean, space.std,
                                      clock())  # OFA's RunManager turns cudnn.benchmark on (CUDA)
         print(f"ofa    {ph}: {results['ofa'][ph]['images_per_s']} images/s", file=sys.stderr, flush=True)
@@ -504,6 +515,11 @@ def main(argv: list[str] | None = None) -> int:
         "images_per_s_median_step": {t: {**{p: results[t][p]["images_per_s_median_step"] for p in phases},
                                          "overall": round(total_med(t), 1)} for t in results},
         "ratio_nagkit_over_ofa_median_step": ratio_med,
+        **({"ratio_nagkit_graphs_over_eager": {**{p: round(results["nagkit"][p]["images_per_s"]
+                                                          / results["nagkit_eager"][p]["images_per_s"], 3)
+                                                 for p in phases},
+                                              "overall": round(total("nagkit") / total("nagkit_eager"), 3)}}
+           if a.nagkit_eager else {}),
         "cut_by_time": short,
         "goal": ">= 1.5x (issue #6)",
         "ofa_patches": PATCHES,
@@ -520,8 +536,9 @@ def main(argv: list[str] | None = None) -> int:
             "input (gray repeated), static MobileNetV3 teacher in train mode (OFA's loop calls teacher.train()), "
             "top-1/top-5 metric and loss .item() per step.",
             "nagkit: bf16 autocast + channels_last, uint8 data on the GPU, batched random shift (pad 2) + flip on the "
-            "GPU, 1-channel input, dynamic-net teacher in eval mode, per-subnet loss .item(), cudnn.benchmark left "
-            "at PyTorch's default (False).",
+            "GPU, 1-channel input, dynamic-net teacher in eval mode, loss kept on the GPU, cudnn.benchmark left "
+            "at PyTorch's default (False); on CUDA each step is a CUDA-graph replay of the tensor-controlled "
+            "supernet (docs/decisions.md 13; 'nagkit_eager' = the same without graphs, with --nagkit-eager).",
             "Augmentations differ (OFA: random-resized-crop + colour jitter; nagkit: shift + flip); data loading time "
             "is inside the timed span for both.",
             "OFA's own expand schedule (train_ofa_net.py) uses 4 subnets per step and kernel 1; here both trainers "

@@ -95,6 +95,16 @@ def average_gradients(params: list[torch.nn.Parameter], env: DistEnv) -> None:
         off += n
 
 
+def all_reduce_mean_(flat: torch.Tensor, env: DistEnv) -> None:
+    """Average one flat buffer (e.g. every gradient as views of it) over ranks, in place."""
+    if not env.distributed:
+        return
+    import torch.distributed as dist
+
+    dist.all_reduce(flat)
+    flat.div_(env.world_size)
+
+
 def barrier(env: DistEnv) -> None:
     if env.distributed:
         import torch.distributed as dist

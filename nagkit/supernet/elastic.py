@@ -146,6 +146,9 @@ class DynamicMBConvLayer(nn.Module):
         self.active_expand = max(self.expand_list)
         # Fixed-shape execution (see :meth:`_forward_fixed`); set by OFAMobileNetV3.set_fixed_shape.
         self.fixed_shape = False
+        # Tensor-controlled execution (see :meth:`_forward_ctl`): views into the supernet's control
+        # vector, set by OFAMobileNetV3.set_tensor_control; None when off.
+        self.ctl: dict[str, torch.Tensor] | None = None
 
     def set_active(self, kernel: int, expand: int) -> None:
         if kernel not in self.ks_list or expand not in self.expand_list:
@@ -156,6 +159,8 @@ class DynamicMBConvLayer(nn.Module):
         return make_divisible(round((cin or self.cin) * self.active_expand), 8)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.ctl is not None:
+            return self._forward_ctl(x)
         if self.fixed_shape:
             return self._forward_fixed(x)
         mid = self.active_mid(x.size(1))
@@ -201,6 +206,70 @@ class DynamicMBConvLayer(nn.Module):
             se_mid = make_divisible(mid // SEModule.REDUCTION, 8)
             y = global_avg_pool(h)
             y = dc.se.fc.relu(F.conv2d(y, red.weight, red.bias)) * _channel_mask(red.out_channels, se_mid, y)
+            y = dc.se.fc.h_sigmoid(F.conv2d(y, exp.weight, exp.bias))
+            h = h * y
+        return pl.bn.bn(F.conv2d(h, pl.conv.conv.weight))
+
+    def control_sizes(self) -> tuple[int, int, int]:
+        """Lengths of this block's control segments: middle-channel mask, SE mask, kernel one-hot."""
+        se = self.depth_conv.se.fc.reduce.out_channels if self.use_se else 0
+        return self.max_mid, se, len(self.ks_list)
+
+    def control_values(self, out, kernel: int | None = None, expand: float | None = None) -> None:
+        """Write the control segments for ``kernel``/``expand`` (default: the active ones) into
+        ``out`` (a float array of length ``sum(control_sizes())``)."""
+        k = self.active_kernel if kernel is None else kernel
+        e = self.active_expand if expand is None else expand
+        mid = make_divisible(round(self.cin * e), 8)
+        n_mid, n_se, _ = self.control_sizes()
+        out[:] = 0
+        out[:mid] = 1
+        if n_se:
+            out[n_mid:n_mid + make_divisible(mid // SEModule.REDUCTION, 8)] = 1
+        out[n_mid + n_se + self.ks_list.index(k)] = 1
+
+    def all_filters(self) -> list[torch.Tensor]:
+        """The depthwise filter of every kernel size in ``ks_list`` (ascending), each computed
+        exactly as :meth:`DynamicSeparableConv2d.active_filter` does, zero-padded to the largest."""
+        conv = self.depth_conv.conv
+        ks = self.ks_list
+        f = conv.conv.weight
+        c = f.size(0)
+        out = [f]
+        for i in range(len(ks) - 1, 0, -1):
+            src, tgt = ks[i], ks[i - 1]
+            s, e = sub_filter_start_end(src, tgt)
+            sub = f[:, :, s:e, s:e].contiguous().view(c, f.size(1), -1).view(-1, tgt**2)
+            f = F.linear(sub, getattr(conv, f"{src}to{tgt}_matrix")).view(c, 1, tgt, tgt)
+            p = (ks[-1] - tgt) // 2
+            out.append(F.pad(f, (p, p, p, p)))
+        return out[::-1]
+
+    def _forward_ctl(self, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`_forward_fixed` with the active kernel and expand ratio read from device
+        tensors instead of Python ints: the middle-channel and SE masks are control tensors, and
+        the depthwise filter is ``sum_k onehot[k] * filter_k`` over every kernel size. Values
+        equal :meth:`_forward_fixed` (the one-hot sum adds exact zeros); the weights of unused
+        kernel transforms get zero gradients instead of none. Nothing here depends on the
+        active arch on the host, so one CUDA graph serves every arch of a resolution
+        (docs/decisions.md 13)."""
+        ctl = self.ctl
+        ib, dc, pl = self.inverted_bottleneck, self.depth_conv, self.point_linear
+        h = ib.act(ib.bn.bn(F.conv2d(x, ib.conv.conv.weight)))
+        mask = ctl["mid"].to(h.dtype)
+        h = h * mask
+        sel = ctl["ks"]
+        filters = self.all_filters()
+        w = filters[0] * sel[0]
+        for i in range(1, len(filters)):
+            w = w + filters[i] * sel[i]
+        k_max = max(self.ks_list)
+        h = F.conv2d(h, w.contiguous(), None, self.stride, k_max // 2, 1, self.max_mid)
+        h = dc.act(dc.bn.bn(h)) * mask
+        if self.use_se:
+            red, exp = dc.se.fc.reduce, dc.se.fc.expand
+            y = global_avg_pool(h)
+            y = dc.se.fc.relu(F.conv2d(y, red.weight, red.bias)) * ctl["se"].to(y.dtype)
             y = dc.se.fc.h_sigmoid(F.conv2d(y, exp.weight, exp.bias))
             h = h * y
         return pl.bn.bn(F.conv2d(h, pl.conv.conv.weight))

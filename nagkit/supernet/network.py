@@ -54,6 +54,9 @@ class OFAMobileNetV3(nn.Module):
         self.classifier = LinearLayer(space.last_channel, space.n_classes, dropout_rate=space.dropout)
         self.active_depths = [space.max_depth] * space.n_stages
         self.active_r = max(space.resolutions)
+        # Tensor control (set_tensor_control): the active arch as a device vector; None when off.
+        self._ctl: torch.Tensor | None = None
+        self._gates: list[torch.Tensor] = []
 
     # -- elastic state -----------------------------------------------------------------------
     def set_active(self, arch: Arch) -> OFAMobileNetV3:
@@ -65,6 +68,8 @@ class OFAMobileNetV3(nn.Module):
                 self.blocks[group[bi]].conv.set_active(k, e)
             self.active_depths[si] = len(st)
         self.active_r = arch.r
+        if self._ctl is not None:
+            self._write_control(self.control_vector())
         return self
 
     def set_fixed_shape(self, on: bool = True) -> OFAMobileNetV3:
@@ -73,6 +78,87 @@ class OFAMobileNetV3(nn.Module):
         for b in self.blocks[1:]:
             b.conv.fixed_shape = bool(on)
         return self
+
+    # -- tensor control (CUDA graphs) ----------------------------------------------------------
+    def control_layout(self) -> list[tuple[int, int, int]]:
+        """(mid, se, kernel) segment lengths of every elastic block, in block order; the vector
+        ends with one depth gate per elastic block."""
+        return [b.conv.control_sizes() for b in self.blocks[1:]]
+
+    def control_length(self) -> int:
+        return sum(sum(s) for s in self.control_layout()) + len(self.blocks) - 1
+
+    def control_vector(self, arch: Arch | None = None) -> np.ndarray:
+        """The control vector (float32) of ``arch`` (validated; default: the active arch):
+        per elastic block its middle-channel mask, SE mask and kernel one-hot, then the depth
+        gates (1 for the blocks within each stage's depth)."""
+        if arch is None:
+            arch = self.active_arch
+        else:
+            self.space.validate(arch)
+        v = np.zeros(self.control_length(), dtype=np.float32)
+        off = 0
+        segs = []
+        for b, sizes in zip(self.blocks[1:], self.control_layout()):
+            segs.append((b.conv, off, off + sum(sizes)))
+            off += sum(sizes)
+        for si, st in enumerate(arch.stages):
+            for bi, (k, e) in enumerate(st):
+                i = self.block_group_info[si][bi]
+                conv, a, z = segs[i - 1]
+                conv.control_values(v[a:z], k, e)
+                v[off + i - 1] = 1
+        for si, group in enumerate(self.block_group_info):  # blocks beyond the depth: any valid
+            for i in group[len(arch.stages[si]):]:          # setting, gated out
+                conv, a, z = segs[i - 1]
+                conv.control_values(v[a:z], max(conv.ks_list), max(conv.expand_list))
+        return v
+
+    def set_tensor_control(self, on: bool = True) -> OFAMobileNetV3:
+        """Read the active arch from a device tensor instead of Python ints (implies fixed-shape
+        execution): every elastic block runs, blocks beyond a stage's depth are gated to zero
+        (``x + gate * block(x)``), and the kernel and expand choices are masks (see
+        ``DynamicMBConvLayer._forward_ctl``). The forward pass then has the same operations for
+        every arch of a resolution, so it can be captured once as a CUDA graph and replayed
+        after :meth:`set_active` (or :meth:`write_control`) changes the arch. Call after moving
+        the network to its device. Returns self."""
+        if not on:
+            self._ctl, self._gates = None, []
+            for b in self.blocks[1:]:
+                b.conv.ctl = None
+            return self
+        lo = min(self.space.depth_list)
+        for group in self.block_group_info:
+            for i in group[lo:]:
+                if self.blocks[i].shortcut is None:
+                    raise ValueError(f"block {i} can be skipped but has no identity shortcut")
+        dev = self.first_conv.conv.weight.device
+        self._ctl = torch.zeros(self.control_length(), dtype=torch.float32, device=dev)
+        off = 0
+        for b, (n_mid, n_se, n_k) in zip(self.blocks[1:], self.control_layout()):
+            c = self._ctl
+            b.conv.ctl = {"mid": c[off:off + n_mid].view(1, n_mid, 1, 1),
+                          "se": c[off + n_mid:off + n_mid + n_se].view(1, n_se, 1, 1),
+                          "ks": c[off + n_mid + n_se:off + n_mid + n_se + n_k]}
+            off += n_mid + n_se + n_k
+        self._gates = [self._ctl[off + j:off + j + 1].view(1, 1, 1, 1) for j in range(len(self.blocks) - 1)]
+        self.set_fixed_shape(True)
+        self._write_control(self.control_vector())
+        return self
+
+    @property
+    def control(self) -> torch.Tensor | None:
+        """The device control vector (None unless :meth:`set_tensor_control` is on)."""
+        return self._ctl
+
+    def _write_control(self, v: np.ndarray) -> None:
+        src = torch.from_numpy(v)
+        if self._ctl.is_cuda:
+            # pinned + non_blocking: no host sync; the caching host allocator keeps the pinned
+            # block alive until the copy has run.
+            self._ctl.copy_(src.pin_memory(), non_blocking=True)
+        else:
+            self._ctl.copy_(src)
 
     def set_max(self) -> OFAMobileNetV3:
         return self.set_active(self.space.largest())
@@ -95,9 +181,16 @@ class OFAMobileNetV3(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.first_conv(x)
         x = self.blocks[0](x)
-        for si, group in enumerate(self.block_group_info):
-            for i in group[: self.active_depths[si]]:
-                x = self.blocks[i](x)
+        if self._ctl is not None:
+            lo = min(self.space.depth_list)
+            for group in self.block_group_info:
+                for j, i in enumerate(group):
+                    b = self.blocks[i]
+                    x = b(x) if j < lo else x + self._gates[i - 1].to(x.dtype) * b.conv(x)
+        else:
+            for si, group in enumerate(self.block_group_info):
+                for i in group[: self.active_depths[si]]:
+                    x = self.blocks[i](x)
         x = self.final_expand_layer(x)
         x = global_avg_pool(x)
         x = self.feature_mix_layer(x)

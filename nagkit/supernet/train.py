@@ -20,7 +20,6 @@ epoch, step, log) is written atomically to ``train_state.pt`` after every epoch,
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import math
@@ -39,7 +38,7 @@ from nagkit.errors import ArtifactError, BadInputError, CheckpointError
 from nagkit.io import atomic_torch_save, atomic_write_text
 from nagkit.space import Arch, SearchSpace
 from nagkit.space.sampling import sample
-from nagkit.supernet.ddp import DistEnv, all_sum, average_gradients, barrier
+from nagkit.supernet.ddp import DistEnv, all_reduce_mean_, all_sum, average_gradients, barrier
 from nagkit.supernet.network import OFAMobileNetV3
 
 log = logging.getLogger(__name__)
@@ -102,6 +101,7 @@ class TrainConfig:
     eval_every_epoch: bool = True
     ckpt_every_steps: int = 0
     fixed_shape: bool | None = None  # masked largest-shape execution; None = on for CUDA (decisions.md 9)
+    cuda_graphs: bool | None = None  # replay each step as a CUDA graph; None = on for CUDA (decisions.md 13)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -182,7 +182,19 @@ class Trainer:
             self.net = OFAMobileNetV3(space).to(self.device)
         if self.cuda:
             self.net = self.net.to(memory_format=torch.channels_last)
-        self.net.set_fixed_shape(self.cuda if cfg.fixed_shape is None else cfg.fixed_shape)
+        fixed = self.cuda if cfg.fixed_shape is None else cfg.fixed_shape
+        graphs = (self.cuda and fixed) if cfg.cuda_graphs is None else cfg.cuda_graphs
+        if graphs and not (self.cuda and fixed):
+            raise BadInputError("CUDA-graph training steps need a CUDA device and fixed-shape execution "
+                                f"(device {self.device}, fixed_shape {fixed})",
+                                hint="train on a GPU, or leave cuda_graphs unset")
+        self.net.set_fixed_shape(fixed)
+        self.graphs = None
+        if graphs:
+            from nagkit.supernet.graphs import GraphedSteps
+
+            self.graphs = GraphedSteps(self.net, label_smoothing=cfg.label_smoothing, kd_ratio=cfg.kd_ratio,
+                                       max_subnets=max(p.subnets for p in cfg.phases))
         self.teacher: OFAMobileNetV3 | None = None
         self.state = TrainState()
         self.opt: torch.optim.Optimizer | None = None
@@ -268,7 +280,15 @@ class Trainer:
             torch.cuda.set_rng_state(obj["rng_cuda"])
 
     def _frozen_copy(self) -> OFAMobileNetV3:
-        t = copy.deepcopy(self.net).set_max().eval()
+        """A frozen copy of the network at its largest arch (the distillation teacher), in the
+        network's execution mode but without tensor control (its arch never changes)."""
+        with torch.random.fork_rng(devices=[]):
+            t = OFAMobileNetV3(self.space)
+        t.load_state_dict(self.net.state_dict())
+        t = t.to(self.device)
+        if self.cuda:
+            t = t.to(memory_format=torch.channels_last)
+        t.set_fixed_shape(self.net.blocks[1].conv.fixed_shape).set_max().eval()
         for p in t.parameters():
             p.requires_grad_(False)
         return t
@@ -285,7 +305,9 @@ class Trainer:
             x = x.contiguous(memory_format=torch.channels_last)
         return x, self.data.train_y.index_select(0, idx)
 
-    def train_step(self, phase_i: int, idx: torch.Tensor) -> float:
+    def train_step(self, phase_i: int, idx: torch.Tensor) -> torch.Tensor:
+        """One optimisation step; returns the mean loss of its subnets as a device tensor (no
+        host synchronisation)."""
         st, cfg = self.state, self.cfg
         phase = cfg.phases[phase_i]
         sub_space, _ = phase_space(self.space, phase.name)
@@ -296,14 +318,21 @@ class Trainer:
         gen = torch.Generator(device=self.device).manual_seed(seed)
         torch.manual_seed(_seed_of(seed, self.env.rank))
         x, y = self._batch(idx, gen, r)
+        kd = self.teacher is not None and phase.name != "full" and cfg.kd_ratio > 0
+        if self.graphs is not None:
+            loss = self.graphs.step(x, y, archs, self.teacher if kd else None)
+            all_reduce_mean_(self.graphs.flat, self.env)
+            self.opt.step()
+            self.sched.step()
+            return loss
         amp = dict(device_type=self.device.type, dtype=torch.bfloat16, enabled=self.cuda)
         soft = None
-        if self.teacher is not None and phase.name != "full" and cfg.kd_ratio > 0:
+        if kd:
             with torch.no_grad(), torch.autocast(**amp):
                 soft = F.softmax(self.teacher(x).float(), dim=1)
         self.net.train()
         self.opt.zero_grad(set_to_none=True)
-        total = 0.0
+        total = torch.zeros((), device=self.device)
         for a in archs:
             self.net.set_active(a)
             with torch.autocast(**amp):
@@ -313,8 +342,8 @@ class Trainer:
             if soft is not None:
                 loss = loss + cfg.kd_ratio * torch.mean(torch.sum(-soft * F.log_softmax(out, dim=1), dim=1))
             loss.backward()
-            total += float(loss.detach())
-        average_gradients([p for p in self.net.parameters()], self.env)
+            total = total + loss.detach()
+        average_gradients(list(self.net.parameters()), self.env)
         self.opt.step()
         self.sched.step()
         return total / len(archs)
@@ -367,7 +396,7 @@ class Trainer:
                                              rank=self.env.rank, shuffle=True, seed=cfg.seed, drop_last=True)
                 sampler.set_epoch(_seed_of(st.phase, st.epoch) % (1 << 31))
                 order = torch.tensor(list(sampler), dtype=torch.long)[: spe * bs].view(spe, bs).to(self.device)
-                losses: list[float] = []
+                losses: list[torch.Tensor] = []
                 t0 = time.perf_counter()
                 n0 = st.step
                 while st.step < spe:
@@ -392,7 +421,7 @@ class Trainer:
                         return "stopped"
                     if ckpt and st.step < spe:
                         self.save_state()
-                loss = all_sum([sum(losses), len(losses)], self.env)
+                loss = all_sum([float(torch.stack(losses).sum()) if losses else 0.0, len(losses)], self.env)
                 row: dict[str, Any] = {"phase": phase.name, "epoch": st.epoch + 1, "of": phase.epochs,
                                        "global_step": st.global_step,
                                        "loss": round(loss[0] / max(loss[1], 1), 5),
