@@ -1,7 +1,7 @@
 """2-GPU data-parallel vs 1-GPU supernet training throughput (same code, same data, same GPU type).
 
 Runs ``python -m nagkit.supernet.launch`` twice on the first ``--train-images`` Fashion-MNIST
-training images, every progressive-shrinking phase for one epoch each: once on one GPU
+training images, every progressive-shrinking phase for ``--epochs-per-phase`` epochs each: once on one GPU
 (CUDA_VISIBLE_DEVICES=0) and once with ``--gpus 2`` (per-GPU batch fixed, so the global batch
 doubles: weak scaling). Images/s per phase come from the trainers' own logs (timed between
 CUDA synchronisations, evaluation excluded). Writes a JSON with the machine, both runs and
@@ -61,7 +61,7 @@ def main() -> int:
     ap.add_argument("--data-dir", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--space", default="fmnist-mbv3-w0.5")
-    ap.add_argument("--train-images", type=int, default=25600)
+    ap.add_argument("--train-images", type=int, default=51200)
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--workdir", default="out/ddp_bench")
     ap.add_argument("--epochs-per-phase", type=int, default=2,
@@ -80,7 +80,7 @@ def main() -> int:
                     "cpu_count": os.cpu_count(), "torch": torch.__version__, "python": platform.python_version()},
         "setup": {"space": a.space, "train_images": a.train_images, "batch_per_gpu": a.batch_size,
                   "phases": f"{a.epochs_per_phase} epoch(s) each of full, kernel, depth1, depth2, expand1, expand2",
-                  "amp": "bf16 autocast, channels_last, fixed-shape (masked) subnets", "grad_sync": "one flattened all_reduce per step (NCCL)"},
+                  "amp": "bf16 autocast, channels_last, fixed-shape (masked) subnets, CUDA-graph replay of each step", "grad_sync": "one all_reduce per step of the flat gradient buffer (NCCL)"},
         "one_gpu": one, "two_gpus": two,
         "ratio_per_phase": {p: round(two["phases"][p]["images_per_s"] / one["phases"][p]["images_per_s"], 3)
                             for p in one["phases"]},

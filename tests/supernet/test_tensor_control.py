@@ -116,8 +116,12 @@ def test_control_vector_layout(tiny_space):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_graphed_training_steps_match_eager(tiny_space, tmp_path):
-    """Trainer with CUDA graphs vs the eager fixed-shape trainer: same losses and weights after
-    steps that cover warm-up, capture and replay, with two subnets and distillation."""
+    """Trainer with CUDA graphs vs the eager fixed-shape trainer, step by step: the same loss and
+    the same gradients (zero where the eager step has none) over steps that cover the eager
+    warm-up, the capture and replays with new archs and batches (2 subnets, distillation).
+    lr = 0 keeps both networks' weights equal, so every step compares like with like (with
+    lr > 0 the trajectories drift apart by design: under graphs, unused parameters get zero
+    gradients, so SGD momentum keeps moving them; docs/decisions.md 13)."""
     from nagkit.supernet.train import PhaseConfig, TrainConfig, TrainData, Trainer
 
     space = tiny_space.replace(resolutions=(32,))  # one graph key: 2 eager steps, capture, replays
@@ -125,25 +129,28 @@ def test_graphed_training_steps_match_eager(tiny_space, tmp_path):
     n = 64
     xs = g.integers(0, 256, (n, 3, 32, 32), dtype=np.uint8)
     ys = g.integers(0, 10, n)
-    phases = (PhaseConfig("full", 1, 0.05, 1), PhaseConfig("kernel", 1, 0.05, 2))
-    losses, weights = {}, {}
+    phases = (PhaseConfig("full", 1, 0.0, 1), PhaseConfig("depth1", 1, 0.0, 2))
+    trainers = {}
     for graphs in (False, True):
         cfg = TrainConfig(phases=phases, batch_size=16, augment=False, calib_images=16, cuda_graphs=graphs,
                           fixed_shape=True, warmup_epochs=0.0, eval_every_epoch=False)
         data = TrainData.from_numpy(xs, ys, xs[:16], ys[:16], "cuda")
-        tr = Trainer(space, cfg, data, tmp_path / str(graphs))
+        tr = trainers[graphs] = Trainer(space, cfg, data, tmp_path / str(graphs))
         tr.teacher = tr._frozen_copy()
         tr._make_optimizer(phases[1])
-        out = []
-        for s in range(6):
+    eager, graphed = trainers[False], trainers[True]
+    n_cmp = 0
+    for s in range(6):
+        idx = torch.arange(16, device="cuda") + 8 * (s % 5)
+        out = {}
+        for graphs, tr in trainers.items():
             tr.state.step = s
-            out.append(float(tr.train_step(1, torch.arange(16, device="cuda") + 8 * (s % 3))))
-        losses[graphs] = out
-        weights[graphs] = {k: v.float().cpu() for k, v in tr.net.state_dict().items()}
-        if graphs:
-            assert tr.graphs.captures >= 1
-    assert np.allclose(losses[False], losses[True], rtol=2e-2, atol=2e-2), losses
-    for k, v in weights[False].items():
-        if k.endswith("_matrix"):  # unused kernel transforms: zero grads keep momentum going (by design)
-            continue
-        assert torch.allclose(v, weights[True][k], atol=5e-3, rtol=5e-2), k
+            out[graphs] = float(tr.train_step(1, idx))
+        assert abs(out[False] - out[True]) < 2e-2, (s, out)
+        for (name, p), q in zip(eager.net.named_parameters(), graphed.net.parameters()):
+            if p.grad is None:
+                assert float(q.grad.abs().max()) == 0.0, (s, name)
+                continue
+            n_cmp += 1
+            assert torch.allclose(p.grad, q.grad, atol=2e-3, rtol=5e-2), (s, name, (p.grad - q.grad).abs().max())
+    assert graphed.graphs.captures == 1 and n_cmp > 100
