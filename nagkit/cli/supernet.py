@@ -59,12 +59,16 @@ def _device(name: str | None, gpus: int | None) -> tuple[str, int]:
 @click.option("--ckpt-every", type=int, default=0, help="Also checkpoint every N steps (0: per epoch).")
 @click.option("--limit-train", type=int, default=None, help="Use only the first N training images (smoke runs).")
 @click.option("--threads", type=int, default=None, help="CPU threads per process.")
+@click.option("--cuda-graphs/--no-cuda-graphs", default=None,
+              help="Replay each training step as a CUDA graph (default: on with --device cuda; "
+                   "docs/decisions.md 13).")
 @click.option("--eval-every-epoch/--eval-per-phase", default=True, show_default=True,
               help="Validate the largest/smallest subnet after every epoch, or only at the end of each phase.")
 @json_option
 @verbosity_option
 def train_cmd(workspace, out, data_dir, device_name, gpus, resume, epochs_spec, batch_size, subnets, seed, n_val,
-              max_steps, max_minutes, ckpt_every, limit_train, threads, eval_every_epoch, as_json) -> None:
+              max_steps, max_minutes, ckpt_every, limit_train, threads, cuda_graphs, eval_every_epoch,
+              as_json) -> None:
     """Progressive shrinking (full -> kernel -> depth -> expand) with distillation.
 
     With --gpus N > 1 this spawns N processes; under torchrun (RANK/WORLD_SIZE set) each
@@ -77,11 +81,16 @@ def train_cmd(workspace, out, data_dir, device_name, gpus, resume, epochs_spec, 
 
     ws = _workspace(workspace)
     device, n = _device(device_name, gpus)
+    if cuda_graphs and device != "cuda":
+        from nagkit.errors import BadInputError
+
+        raise BadInputError("--cuda-graphs needs --device cuda (this run is on the CPU)",
+                            hint="drop --cuda-graphs, or train on a GPU with --device cuda")
     phases = default_phases(ws.space, parse_epochs(epochs_spec))
     if subnets is not None:
         phases = tuple(replace(p, subnets=subnets) if p.name[:5] in ("depth", "expan") else p for p in phases)
     cfg = TrainConfig(phases=phases, batch_size=batch_size, seed=ws.seed if seed is None else seed,
-                      ckpt_every_steps=ckpt_every, eval_every_epoch=eval_every_epoch)
+                      ckpt_every_steps=ckpt_every, eval_every_epoch=eval_every_epoch, cuda_graphs=cuda_graphs)
     out_dir = Path(out) if out else ws.root / "supernet"
     opts = make_opts(ws.space, cfg, data_dir=data_dir, out=str(out_dir), n_val=n_val, resume=resume,
                      max_steps=max_steps, max_minutes=max_minutes, limit_train=limit_train, threads=threads)

@@ -99,12 +99,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-minutes", type=float, default=None)
     ap.add_argument("--limit-train", type=int, default=None)
     ap.add_argument("--no-eval-every-epoch", action="store_true")
+    ap.add_argument("--no-cuda-graphs", action="store_true", help="eager steps on CUDA (default: CUDA-graph replay)")
     a = ap.parse_args(argv)
     space = get_space(a.space)
     phases = default_phases(space, parse_epochs(a.epochs))
     if a.subnets is not None:
         phases = tuple(replace(p, subnets=a.subnets) if p.name[:5] in ("depth", "expan") else p for p in phases)
-    cfg = TrainConfig(phases=phases, batch_size=a.batch_size, seed=a.seed, eval_every_epoch=not a.no_eval_every_epoch)
+    cfg = TrainConfig(phases=phases, batch_size=a.batch_size, seed=a.seed, eval_every_epoch=not a.no_eval_every_epoch,
+                      cuda_graphs=False if a.no_cuda_graphs else None)
     opts = make_opts(space, cfg, data_dir=a.data_dir, out=a.out, n_val=a.n_val, resume=a.resume,
                      max_steps=a.max_steps, max_minutes=a.max_minutes, limit_train=a.limit_train)
     res = launch(opts, a.device, a.gpus, log=lambda m: print(m, file=sys.stderr, flush=True))

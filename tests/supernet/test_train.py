@@ -175,6 +175,11 @@ def test_cli_train_eval_and_corrupt_data(space, tmp_path, cli_env):
     r = nagkit("supernet", "train", "--workspace", str(ws), "--device", "cpu", "--out", str(tmp_path / "o2"))
     assert r.returncode == 2
     assert "train-images-idx3-ubyte.gz" in r.stderr and "truncated or corrupt gzip" in r.stderr
+    # CUDA graphs asked for on the CPU: a clear error before any work, nothing written
+    r = nagkit("supernet", "train", "--workspace", str(ws), "--device", "cpu", "--cuda-graphs",
+               "--out", str(tmp_path / "o3"))
+    assert r.returncode == 2 and "--cuda-graphs needs --device cuda" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "o3").exists()
 
 
 def test_recalibrate_and_finetune_subnet(space, tmp_path):
