@@ -549,7 +549,7 @@ def source_search(space: SearchSpace, dec: Decisions, group: np.ndarray, acc: np
         rows, g_child = rows[live], g_child[live]
         kids = small_moves(space, dec.select(rows), rng, max_changes=max_changes, res_step=res_step)
         if crossover_share > 0:  # some children cross two of the group's parents instead
-            rows2, _ = _child_rows(group, rank, parents, children, m, rng)
+            rows2, _ = _child_rows(group, rank, parents, children * max(1, screen), m, rng)
             _cross_some(kids, dec, rows, rows2[live], rng, crossover_share)
         k_lat = latency_fn(kids)
         if repair > 0:  # over-budget mutants give back latency elsewhere instead of being dropped

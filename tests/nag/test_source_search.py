@@ -73,8 +73,8 @@ def test_small_moves_stay_in_the_space():
     assert (arch_keys(SP, kids) != arch_keys(SP, dec)).any(axis=1).mean() > 0.9
 
 
-@pytest.mark.parametrize("screen", [1, 4])
-def test_source_search_caps_queries_keeps_budgets_and_improves(screen):
+@pytest.mark.parametrize("screen,crossover", [(1, 0.0), (4, 0.0), (4, 0.5)])
+def test_source_search_caps_queries_keeps_budgets_and_improves(screen, crossover):
     src = CountingSource()
     lat_fn = DecisionLatency(TABLE, SP)
     seeds = from_archs(SP, sample_many(SP, 60, seed=7))
@@ -90,7 +90,7 @@ def test_source_search_caps_queries_keeps_budgets_and_improves(screen):
         return src.evaluate(d.to_archs(SP))
 
     out = source_search(SP, seeds, grp, acc0, budgets, lat_fn, query, rounds=8, queries=np.array([25, 40]),
-                        parents=3, children=20, seed=0, repair=3, screen=screen)
+                        parents=3, children=20, seed=0, repair=3, screen=screen, crossover_share=crossover)
     dec, g, acc, lat2, n_new = out
     assert list(n_new) == [int((g[len(grp):] == i).sum()) for i in range(2)]
     assert n_new[0] <= 25 and n_new[1] <= 40 and src.queries == n_new.sum() > 0
@@ -99,7 +99,7 @@ def test_source_search_caps_queries_keeps_budgets_and_improves(screen):
     for i in range(2):
         assert acc[g == i].max() >= acc0[grp == i].max()
     again = source_search(SP, seeds, grp, acc0, budgets, lat_fn, query, rounds=8, queries=np.array([25, 40]),
-                          parents=3, children=20, seed=0, repair=3, screen=screen)
+                          parents=3, children=20, seed=0, repair=3, screen=screen, crossover_share=crossover)
     assert (arch_keys(SP, again[0]) == arch_keys(SP, dec)).all()
 
 
