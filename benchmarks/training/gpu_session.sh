@@ -81,8 +81,15 @@ PY
     export NAGKIT_FMNIST_DIR=${NAGKIT_FMNIST_DIR:-$PWD/.fmnist}  # the supernet source reads the IDX files here
     W=out/fm; rm -rf $W; cp -r examples/workspaces/fmnist $W
     sed -i "s/^workers = 2.*/workers = ${CWORKERS:-5}\ndevice = \"cuda\"/" $W/nagkit.toml
-    python3 -m nagkit compare --workspace $W --budgets 0.5,0.8,1.2,1.8,2.6 --methods nag,evolution,random \
-      --queries 210 --rerank 10 --json --plot "$OUT/plots" > "$OUT/compare.json" 2> "$OUT/compare.log"
-    cp $W/supernet/acc.jsonl "$OUT/acc_after_compare.jsonl" ;;
+    # CMETHODS / CSEEDS / CTAG: other methods, --seeds N per baseline, a suffix for the output names
+    T=${CTAG:-}
+    python3 -m nagkit compare --workspace $W --budgets 0.5,0.8,1.2,1.8,2.6 --methods "${CMETHODS:-nag,evolution,random}" \
+      --seeds "${CSEEDS:-1}" --queries 210 --rerank 10 --json --plot "$OUT/plots$T" > "$OUT/compare$T.json" \
+      2> "$OUT/compare$T.log"
+    cp $W/supernet/acc.jsonl "$OUT/acc_after_compare$T.jsonl" ;;
+  heldout)
+    # the returned archs of compare$CTAG.json on the test split (selection-bias-free check)
+    python3 benchmarks/compare/fmnist/heldout_test.py --compare "$OUT/compare${CTAG:-}.json" --data-dir .fmnist \
+      --device cuda --out "$OUT/heldout_test${CTAG:-}.json" ;;
 esac
 done

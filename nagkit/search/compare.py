@@ -105,6 +105,7 @@ def run_compare(ws, budgets: Sequence[float], methods: Sequence[str], *, queries
             rows.append({"method": m, "budget_ms": b, "arch": str(best.arch) if best.arch else None,
                          "accuracy": float(np.mean(accs)) if accs else math.nan,
                          "accuracy_best_seed": best.accuracy, "accuracy_seeds": accs,
+                         "arch_seeds": [str(r.arch) if r.arch is not None else None for r, _ in runs],
                          "latency_ms": best.latency_ms,
                          "feasible_rate": float((plat <= b).mean()),
                          "seconds": float(np.mean([r.seconds for r, _ in runs])),
