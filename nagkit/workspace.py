@@ -47,7 +47,7 @@ DEFAULT_PRESET = "fmnist"  # the embedded default workspace (used when no --work
 
 _TOP_KEYS = ("name", "description", "space", "latency_table", "accuracy", "accuracy_options", "supernet",
              "seed", "artifacts", "budgets", "dataset", "evaluator", "generator", "inference")
-_ARTIFACT_KEYS = ("dataset", "evaluator", "generator")
+_ARTIFACT_KEYS = ("dataset", "evaluator", "generator", "archive")
 _DATASET_KEYS = ("n", "seed")
 
 
@@ -100,9 +100,12 @@ class Workspace:
         if not p.is_file():
             fix = {"dataset": f"nagkit dataset --workspace {self.ref}",
                    "evaluator": f"nagkit train --workspace {self.ref}",
-                   "generator": f"nagkit train --workspace {self.ref}"}[kind]
-            raise ArtifactError(f"workspace {self.name!r} has no {kind} yet ({str(p)!r} is missing)",
-                                hint=f"create it with `{fix}`")
+                   "generator": f"nagkit train --workspace {self.ref}",
+                   "archive": f"nagkit train --workspace {self.ref}"}[kind]
+            hint = f"create it with `{fix}`"
+            if kind == "archive":
+                hint += " (with [generator] refine_search_queries > 0), or set [inference] archive_seeds = 0"
+            raise ArtifactError(f"workspace {self.name!r} has no {kind} yet ({str(p)!r} is missing)", hint=hint)
         return p
 
     @property
@@ -165,7 +168,8 @@ class Workspace:
 
 
 def _default_artifact(kind: str) -> str:
-    return {"dataset": "dataset.jsonl", "evaluator": "evaluator.pt", "generator": "generator.pt"}[kind]
+    return {"dataset": "dataset.jsonl", "evaluator": "evaluator.pt", "generator": "generator.pt",
+            "archive": "archive.jsonl"}[kind]
 
 
 def list_presets() -> list[str]:

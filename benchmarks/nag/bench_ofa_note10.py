@@ -261,7 +261,8 @@ def equal_query_section(ws, total: int, rerank: int, grid_range: tuple[float, fl
     rr = min(rerank, 20)
     eq_inf = dataclasses.replace(inf, polish_rounds=min(inf.polish_rounds, 2) if rr else 0,
                                  polish_queries=min(inf.polish_queries, 15),
-                                 search_queries=min(inf.search_queries, EQ_SEARCH_QUERIES) if rr else 0)
+                                 search_queries=min(inf.search_queries, EQ_SEARCH_QUERIES) if rr else 0,
+                                 archive_seeds=0)  # no archive: its training-time searches would cost queries
     per_budget = (rr + eq_inf.polish_rounds * eq_inf.polish_queries
                   + (eq_inf.search_queries if eq_inf.search_rounds > 0 else 0)) if rr else 1
     gc = ws.generator_config
@@ -273,7 +274,7 @@ def equal_query_section(ws, total: int, rerank: int, grid_range: tuple[float, fl
     lat = ws.latency_table.predict_many(ws.space, archs)
     acc = src.evaluate(archs)
     ds = dataset_from_arrays(ws.space, archs, lat, acc)
-    gcfg = dataclasses.replace(gc, refine_rounds=rounds, refine_samples=per_round)
+    gcfg = dataclasses.replace(gc, refine_rounds=rounds, refine_samples=per_round, refine_search_queries=0)
     t0 = time.perf_counter()
     ev, gen, rep = train_models(ws.space, ws.latency_table, ds.archs, ds.latency_ms, ds.accuracy,
                                 budgets=dataclasses.replace(ws.budgets, min_ms=grid_range[0], max_ms=grid_range[1]),

@@ -93,7 +93,7 @@ def train(workspace, dataset_path, as_json):
     from nagkit.data.accuracy import file_sha256
     from nagkit.data.dataset import load_dataset
     from nagkit.nag.config import config_to_dict
-    from nagkit.nag.train import save_model, train_models
+    from nagkit.nag.train import save_archive, save_model, train_models
     from nagkit.workspace import load_workspace
 
     ws = load_workspace(workspace)
@@ -114,6 +114,8 @@ def train(workspace, dataset_path, as_json):
             "accuracy_queries": {"dataset": len(ds), "refinement": report["refinement_queries"]}}
     save_model(ws.artifact_path("evaluator"), ev, prov, report["evaluator"])
     save_model(ws.artifact_path("generator"), gen, prov, {**report["generator"], "refinement": report["refinement"]})
+    if report.get("archive") is not None:
+        save_archive(ws, report["archive"], source, prov)
     hold = report["evaluator"].get("holdout", {})
     result = {"evaluator": str(ws.artifact_path("evaluator")), "generator": str(ws.artifact_path("generator")),
               "grid_ms": report["grid_ms"], "seconds": report["seconds"], "holdout": hold,

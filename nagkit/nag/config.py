@@ -74,6 +74,16 @@ class GeneratorConfig:
     # the evaluator's own optimum per budget, where its errors matter (0: generator samples only).
     refine_local_rounds: int = 0
     refine_niches: int = 1  # resolution niches of that local search (see InferenceConfig.local_niches)
+    # Beyond the paper (docs/decisions.md 15): > 0 also runs, each refinement round, an
+    # accuracy-source-guided local search (nagkit.nag.local.source_search) at the round's
+    # budgets, started from the data's `refine_search_seeds` most accurate archs within each
+    # budget and capped at this many queries per budget; what it finds joins the data (counted
+    # as refinement queries). It shows the evaluator the best basins the data knows of, which
+    # the generator's own samples may never reach. 0: off.
+    refine_search_queries: int = 0
+    refine_search_seeds: int = 30
+    refine_search_rounds: int = 5
+    refine_search_from: float = 0.0  # its budgets start this fraction of the way up the grid's range
     seed: int = 0
 
 
@@ -125,6 +135,13 @@ class InferenceConfig:
     search_repair: int = 0
     search_crossover: float = 0.0
     search_screen: int = 1
+    # Beyond the paper (docs/decisions.md 15): > 0 runs the source-guided search with a second
+    # population per budget, started from the `archive_seeds` most accurate archs of the
+    # workspace's frontier archive within B (re-queried, counted); each population gets half of
+    # `search_queries` and of `search_children`. Needs the archive artifact (`nagkit train`
+    # with generator.refine_search_queries > 0). 0: off.
+    archive_seeds: int = 0
+    archive_share: float = 0.5  # the archive population's share of search_queries (1.0: it alone searches)
 
 def config_from_dict(cls: type[C], d: dict[str, Any] | None, where: str) -> C:
     """Build a config dataclass, rejecting unknown keys with a did-you-mean."""

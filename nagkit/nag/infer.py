@@ -84,9 +84,11 @@ class BudgetResult:
 class NagModel:
     """A loaded workspace model: space, table, evaluator, generator (and the accuracy source)."""
 
-    def __init__(self, space, table, evaluator, generator, source=None, inference: InferenceConfig | None = None):
+    def __init__(self, space, table, evaluator, generator, source=None, inference: InferenceConfig | None = None,
+                 archive=None):
         self.space, self.table, self.evaluator, self.generator = space, table, evaluator, generator
         self.source = source
+        self.archive = archive  # nagkit.nag.archive.Archive: the second search population's seeds
         self.grid = generator.grid
         self.inference = inference or InferenceConfig()  # temperature and local refinement
         self._latency = None
@@ -99,8 +101,13 @@ class NagModel:
         ws = load_workspace(workspace)
         ev, _ = load_model(ws.require_artifact("evaluator"), "evaluator", ws.space)
         gen, _ = load_model(ws.require_artifact("generator"), "generator", ws.space)
+        archive = None
+        if with_source and ws.inference.archive_seeds > 0:
+            from nagkit.nag.archive import Archive
+
+            archive = Archive.load(ws.require_artifact("archive"), ws.space)
         return cls(ws.space, ws.latency_table, ev, gen, ws.open_accuracy_source() if with_source else None,
-                   inference=ws.inference)
+                   inference=ws.inference, archive=archive)
 
     def sample(self, budgets: Sequence[float], n: int, seed: int = 0) -> tuple[list[Arch], np.ndarray, np.ndarray]:
         """Raw samples: archs, their table latency and their budget (n per budget, batched)."""
@@ -143,6 +150,23 @@ class NagModel:
                 return ev.score(ev.features(dec, lat), torch.from_numpy(np.asarray(budgets)).float()).numpy()
 
         return score
+
+    def _add_archive_seeds(self, q_dec, q_grp, q_acc, q_lat, barr, lat_fn, acc_fn):
+        """Append the archive's best archs within each budget (by the current table; those not
+        already re-ranked) to the pool, with freshly queried (counted) accuracies."""
+        from nagkit.nag.local import arch_keys, concat
+
+        a_dec, a_grp = self.archive.seeds(barr, self.inference.archive_seeds)
+        a_lat = lat_fn(a_dec)
+        have = {bytes(k) for k in np.concatenate([q_grp[:, None], arch_keys(self.space, q_dec)], axis=1)
+                .astype(np.int16)}
+        keys = np.concatenate([a_grp[:, None], arch_keys(self.space, a_dec)], axis=1).astype(np.int16)
+        keep = np.array([a_lat[i] <= barr[a_grp[i]] and bytes(keys[i]) not in have for i in range(len(a_grp))],
+                        dtype=bool)
+        a_dec, a_grp, a_lat = a_dec.select(np.flatnonzero(keep)), a_grp[keep], a_lat[keep]
+        a_acc = np.asarray(acc_fn(a_dec), float) if len(a_grp) else np.zeros(0)
+        return (concat(q_dec, a_dec), np.concatenate([q_grp, a_grp]), np.concatenate([q_acc, a_acc]),
+                np.concatenate([q_lat, a_lat]))
 
     def _generate(self, budgets, *, samples, rerank, max_rounds, seed, top, accuracy,
                   search_queries) -> list[BudgetResult]:
@@ -242,15 +266,30 @@ class NagModel:
                     queries=inf.polish_queries, parents=inf.polish_parents, children=inf.polish_children,
                     prob=inf.local_prob, seed=seed + 1, crossover_share=inf.polish_crossover)
                 n_queries += n_new
+            pops = 1  # search populations per budget: the re-ranked samples (and the archive's seeds)
+            if search_rounds > 0 and search_queries > 0 and inf.archive_seeds > 0 and self.archive is not None:
+                n_before = len(q_grp)
+                q_dec, q_grp, q_acc, q_lat = self._add_archive_seeds(q_dec, q_grp, q_acc, q_lat, barr, lat_fn,
+                                                                     acc_fn)
+                n_queries += np.bincount(q_grp[n_before:], minlength=m)
+                q_grp = q_grp.copy()
+                q_grp[n_before:] += m  # a population of its own: the samples' basin cannot absorb it
+                pops = 2
             if search_rounds > 0 and search_queries > 0:
-                kw = dict(parents=inf.search_parents, children=inf.search_children,
+                share = inf.archive_share if pops == 2 else 0.0  # the archive population's share
+                kw = dict(parents=inf.search_parents,
+                          children=max(1, round(inf.search_children * max(share, 1 - share))),
                           max_changes=inf.search_max_changes, res_step=inf.search_res_step,
                           repair=inf.search_repair, crossover_share=inf.search_crossover,
                           screen=inf.search_screen)
+                n_arch = int(round(search_queries * share))
+                cap = search_queries if pops == 1 else np.r_[np.full(m, search_queries - n_arch),
+                                                             np.full(m, n_arch)]
                 q_dec, q_grp, q_acc, q_lat, n_new = source_search(
-                    self.space, q_dec, q_grp, q_acc, barr, lat_fn, acc_fn, rounds=search_rounds,
-                    queries=search_queries, seed=seed + 2, **kw)
-                n_queries += n_new
+                    self.space, q_dec, q_grp, q_acc, np.tile(barr, pops), lat_fn, acc_fn, rounds=search_rounds,
+                    queries=cap, seed=seed + 2, **kw)
+                n_queries += n_new.reshape(pops, m).sum(axis=0)
+                q_grp = q_grp % m
             # the queried archs join the pool (those from polishing and search are new rows)
             n_old = len(head)
             extra = q_dec.select(np.arange(n_old, len(q_grp)))

@@ -88,12 +88,26 @@ def _train_models(space, table, archs, lat, acc, *, budgets, evaluator_cfg, gene
 
         raise BadInputError("generator.refine_rounds > 0 needs the workspace's accuracy source")
     n_uniform = len(archs)
+    lineage = np.ones(len(archs), dtype=bool)  # uniform data and search finds: the archive's own line
     for rnd in range(gc.refine_rounds):
-        new_archs = _refine_proposals(space, table, ev, gen, grid, gc, rnd, {str(a) for a in archs})
+        seen = {str(a) for a in archs}
+        new_archs = _refine_proposals(space, table, ev, gen, grid, gc, rnd, seen)
         if new_archs:
             archs += new_archs
             lat = np.concatenate([lat, table.predict_many(space, new_archs)])
             acc = np.concatenate([acc, source.evaluate(new_archs)])
+            lineage = np.r_[lineage, np.zeros(len(new_archs), dtype=bool)]
+        if gc.refine_search_queries > 0:
+            # seeded from the uniform data and earlier finds only: the generator's refinement archs
+            # would pull every search into the generator's own basin (docs/decisions.md 15)
+            idx = np.flatnonzero(lineage)
+            s_archs, s_lat, s_acc = _search_proposals(space, table, source, [archs[j] for j in idx], lat[idx],
+                                                      acc[idx], grid, gc, rnd, seen)
+            new_archs = new_archs + s_archs
+            archs += s_archs
+            lat = np.concatenate([lat, s_lat])
+            acc = np.concatenate([acc, s_acc])
+            lineage = np.r_[lineage, np.ones(len(s_archs), dtype=bool)]
         dec = from_archs(space, archs)
         ev, ev_r = train_evaluator(space, dec, lat, acc, grid, evaluator_cfg, embed_dim=budgets.embed_dim,
                                    model=ev, epochs=gc.refine_epochs, seed_offset=1 + rnd,
@@ -107,11 +121,54 @@ def _train_models(space, table, archs, lat, acc, *, budgets, evaluator_cfg, gene
                        "final_reward": gen_r["history"][-1]["reward"] if gen_r["history"] else None})
         if log:
             log(f"refinement round {rnd + 1}/{gc.refine_rounds}: +{len(new_archs)} archs")
+    archive = None
+    if gc.refine_search_queries > 0:  # the frontier archive (docs/decisions.md 15)
+        from nagkit.nag.archive import Archive
+
+        idx = np.flatnonzero(lineage)
+        archive = Archive.from_arrays(space, [archs[j] for j in idx], lat[idx], acc[idx], gc.refine_search_seeds)
     report = {"grid_ms": list(grid.values), "evaluator": ev_report, "generator": gen_report,
-              "refinement": rounds,
+              "refinement": rounds, "archive": archive,
               "refinement_queries": (source.queries - q0) if source is not None else 0,
               "seconds": time.perf_counter() - t0, "torch_threads": torch.get_num_threads()}
     return ev, gen, report
+
+
+def _search_proposals(space, table, source, archs, lat, acc, grid, gc, rnd: int, seen: set[str]):
+    """Archs found by the accuracy-source-guided local search at ``refine_budgets`` budgets of
+    the grid, started from the data's ``refine_search_seeds`` most accurate archs within each
+    (their accuracies are known: no query), with their table latency and (queried, counted)
+    accuracy; archs already in the data are left out."""
+    from nagkit.nag.local import DecisionAccuracy, DecisionLatency, source_search
+
+    rng = np.random.default_rng(gc.seed + 2000 + rnd)
+    lo = grid.lo + gc.refine_search_from * (grid.hi - grid.lo)
+    edges = np.linspace(lo, grid.hi, gc.refine_budgets + 1)
+    budgets = edges[:-1] + rng.random(gc.refine_budgets) * (edges[1:] - edges[:-1])
+    rows, grp = [], []
+    for i, b in enumerate(budgets):
+        ok = np.flatnonzero(lat <= b)
+        top = ok[np.argsort(-acc[ok], kind="stable")[:gc.refine_search_seeds]]
+        rows.append(top)
+        grp.append(np.full(len(top), i, dtype=np.int64))
+    rows, grp = np.concatenate(rows), np.concatenate(grp)
+    if not len(rows):
+        return [], np.zeros(0), np.zeros(0)
+    seed_dec = from_archs(space, [archs[j] for j in rows])
+    d, g, a, lt, _ = source_search(space, seed_dec, grp, acc[rows], budgets, DecisionLatency(table, space),
+                                   DecisionAccuracy(source, space), rounds=gc.refine_search_rounds,
+                                   queries=gc.refine_search_queries, parents=8, children=100, seed=gc.seed + 2000 + rnd,
+                                   max_changes=3, repair=4, screen=10)
+    n0 = len(rows)
+    out, out_lat, out_acc = [], [], []
+    for arch, la, ac in zip(d.select(np.arange(n0, len(g))).to_archs(space), lt[n0:], a[n0:]):
+        key = str(arch)
+        if key not in seen:
+            seen.add(key)
+            out.append(arch)
+            out_lat.append(la)
+            out_acc.append(ac)
+    return out, np.asarray(out_lat, dtype=np.float64), np.asarray(out_acc, dtype=np.float64)
 
 
 def _refine_proposals(space, table, ev, gen, grid, gc, rnd: int, seen: set[str]) -> list:
@@ -195,6 +252,19 @@ def save_model(path: str | Path, model: torch.nn.Module, provenance: dict[str, A
             "report": report}
     atomic_torch_save(path, {k: v.detach().clone() for k, v in model.state_dict().items()})
     atomic_write_json(_json_path(path), meta)
+
+
+def save_archive(ws, archive, source, provenance: dict[str, Any]) -> Path:
+    """Write the frontier archive artifact of ``ws`` (dataset format; docs/decisions.md 15)."""
+    from nagkit.data.dataset import make_header
+
+    header = make_header(ws.space, ws.latency_table_provenance(), source.provenance(), ws.seed)
+    header["sampling"] = ("frontier archive: the archs among the refine_search_seeds most accurate of the "
+                          "training data within their own latency (nagkit train)")
+    header["archive"] = {"k": ws.generator_config.refine_search_seeds, "rows": len(archive),
+                         "dataset_sha256": provenance.get("dataset_sha256"),
+                         "accuracy_queries": provenance.get("accuracy_queries")}
+    return archive.save(ws.artifact_path("archive"), ws.space, header)
 
 
 def load_model(path: str | Path, kind: str, space: SearchSpace | None = None):

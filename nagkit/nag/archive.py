@@ -1,0 +1,93 @@
+"""The frontier archive: the best queried archs of training, starting points for generation.
+
+Beyond the paper (docs/decisions.md 15): at high budgets pi(.|B) concentrates on a few archs,
+and the accuracy-source-guided local search (:func:`nagkit.nag.local.source_search`) started
+only from them stays in their basin. `nagkit train` (with ``refine_search_queries`` > 0)
+writes the archive artifact: every arch that is among the K most accurate of the training
+data (uniform dataset, refinement and refinement-search archs) within its own latency, in the
+dataset's JSONL format. With ``[inference] archive_seeds = K`` the generation-time search runs
+a second population started from the archive's K best archs within B (by the current table),
+re-queried from the accuracy source (counted like every other generation-time query), so a
+stale archive cannot leak a wrong accuracy into a result.
+"""
+
+from __future__ import annotations
+
+import heapq
+from pathlib import Path
+
+import numpy as np
+
+from nagkit.nag.decisions import Decisions, from_archs
+from nagkit.space import SearchSpace
+
+
+class Archive:
+    def __init__(self, dec: Decisions, latency_ms: np.ndarray, accuracy: np.ndarray):
+        order = np.argsort(latency_ms, kind="stable")
+        self.dec = dec.select(order)
+        self.latency_ms = np.asarray(latency_ms, dtype=np.float64)[order]
+        self.accuracy = np.asarray(accuracy, dtype=np.float64)[order]
+
+    def __len__(self) -> int:
+        return len(self.latency_ms)
+
+    @classmethod
+    def from_arrays(cls, space: SearchSpace, archs, latency_ms, accuracy, k: int) -> Archive:
+        """The first ``k`` frontier layers of (archs, latency, accuracy)."""
+        lat = np.asarray(latency_ms, dtype=np.float64)
+        acc = np.asarray(accuracy, dtype=np.float64)
+        keep = frontier_layers(lat, acc, k)
+        return cls(from_archs(space, [archs[i] for i in keep]), lat[keep], acc[keep])
+
+    @classmethod
+    def load(cls, path: str | Path, space: SearchSpace) -> Archive:
+        """Read an archive artifact (the dataset JSONL format; refused when corrupt)."""
+        from nagkit.data.dataset import load_dataset
+
+        ds = load_dataset(path, space=space)
+        return cls(from_archs(space, ds.archs), ds.latency_ms, ds.accuracy)
+
+    def save(self, path: str | Path, space: SearchSpace, header: dict) -> Path:
+        """Write atomically in the dataset format (``header`` is the first line)."""
+        import json
+
+        from nagkit.io import atomic_write_text
+
+        lines = [json.dumps(header)]
+        for i, a in enumerate(self.dec.to_archs(space)):
+            lines.append(json.dumps({"i": i, "arch": str(a), "latency_ms": float(self.latency_ms[i]),
+                                     "accuracy": float(self.accuracy[i])}))
+        return atomic_write_text(Path(path), "\n".join(lines) + "\n")
+
+    def seeds(self, budgets: np.ndarray, k: int) -> tuple[Decisions, np.ndarray]:
+        """For each budget (by its recorded latency), its ``k`` most accurate archs within it:
+        (decisions, group index of each row)."""
+        rows, groups = [], []
+        for i, b in enumerate(np.asarray(budgets, dtype=np.float64)):
+            n = int(np.searchsorted(self.latency_ms, b, side="right"))
+            if n == 0:
+                continue
+            top = np.argsort(-self.accuracy[:n], kind="stable")[:k]
+            rows.append(top)
+            groups.append(np.full(len(top), i, dtype=np.int64))
+        if not rows:
+            return self.dec.select(np.zeros(0, dtype=np.int64)), np.zeros(0, dtype=np.int64)
+        return self.dec.select(np.concatenate(rows)), np.concatenate(groups)
+
+
+def frontier_layers(latency_ms: np.ndarray, accuracy: np.ndarray, k: int) -> np.ndarray:
+    """Indices (by latency) of the archs that are among the ``k`` most accurate of all archs at
+    most as slow as themselves: every budget's top ``k`` is a subset of them."""
+    order = np.argsort(latency_ms, kind="stable")
+    best: list[float] = []  # min-heap of the k best accuracies seen so far
+    keep = []
+    for i in order:
+        a = float(accuracy[i])
+        if len(best) < k:
+            heapq.heappush(best, a)
+            keep.append(i)
+        elif a > best[0]:
+            heapq.heapreplace(best, a)
+            keep.append(i)
+    return np.asarray(keep, dtype=np.int64)
