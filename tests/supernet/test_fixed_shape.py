@@ -9,21 +9,11 @@ import pytest
 import torch
 
 from nagkit.space.sampling import sample
-from nagkit.supernet.network import OFAMobileNetV3
+from tests.supernet.helpers import random_supernet
 
 
 def _pair(space, seed=0):
-    torch.manual_seed(seed)
-    a = OFAMobileNetV3(space)
-    with torch.no_grad():  # non-trivial BN statistics and SE biases
-        for m in a.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.running_mean.uniform_(-0.2, 0.2)
-                m.running_var.uniform_(0.5, 1.5)
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.uniform_(-0.2, 0.2)
-            if isinstance(m, torch.nn.Conv2d) and m.bias is not None:
-                m.bias.uniform_(-0.5, 0.5)
+    a = random_supernet(space, seed)
     b = copy.deepcopy(a).set_fixed_shape(True)
     return a, b
 
