@@ -137,11 +137,12 @@ class InferenceConfig:
     search_screen: int = 1
     # Beyond the paper (docs/decisions.md 15): > 0 runs the source-guided search with a second
     # population per budget, started from the `archive_seeds` most accurate archs of the
-    # workspace's frontier archive within B (re-queried, counted); each population gets half of
-    # `search_queries` and of `search_children`. Needs the archive artifact (`nagkit train`
-    # with generator.refine_search_queries > 0). 0: off.
+    # workspace's frontier archive within B (re-queried, counted); it gets `archive_share` of
+    # `search_queries` (1.0: it alone searches), the re-ranked samples the rest. Needs the
+    # archive artifact (`nagkit train` with generator.refine_search_queries > 0). 0: off.
     archive_seeds: int = 0
-    archive_share: float = 0.5  # the archive population's share of search_queries (1.0: it alone searches)
+    archive_share: float = 0.5
+
 
 def config_from_dict(cls: type[C], d: dict[str, Any] | None, where: str) -> C:
     """Build a config dataclass, rejecting unknown keys with a did-you-mean."""
@@ -159,6 +160,9 @@ def config_from_dict(cls: type[C], d: dict[str, Any] | None, where: str) -> C:
         }.get(t, True)
         if not ok:
             raise BadInputError(f"{where}.{k} must be of type {t}, got {v!r}")
+    for k in ("archive_share", "refine_search_from"):  # fractions
+        if k in d and not 0.0 <= float(d[k]) <= 1.0:
+            raise BadInputError(f"{where}.{k} must be between 0 and 1, got {d[k]!r}")
     return cls(**d)
 
 

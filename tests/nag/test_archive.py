@@ -128,3 +128,15 @@ def test_archive_seeds_without_the_artifact_is_a_clear_error(tmp_path):
         w.require_artifact("archive")
     assert "archive.jsonl" in str(e.value) and "refine_search_queries" in e.value.hint
     assert json.dumps(w.summary()["artifacts"]).count("archive.jsonl") == 1
+
+
+def test_archive_share_out_of_range_is_refused(tmp_path):
+    from nagkit.errors import BadInputError
+    from nagkit.workspace import load_workspace
+
+    ws = tmp_path / "w"
+    ws.mkdir()
+    (ws / "nagkit.toml").write_text('name = "t"\nspace = "ofa-mbv3-w1.2"\nlatency_table = "synthetic:"\n'
+                                   'accuracy = "synthetic:"\n[inference]\narchive_share = 1.5\n')
+    with pytest.raises(BadInputError, match="archive_share must be between 0 and 1, got 1.5"):
+        load_workspace(str(ws))
