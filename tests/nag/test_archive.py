@@ -9,24 +9,13 @@ import numpy as np
 import pytest
 
 from nagkit.data.accuracy import open_accuracy_source
-from nagkit.data.synthetic import MacsLatencyTable, synthetic_accuracy, tiny_space
+from nagkit.data.synthetic import synthetic_accuracy
 from nagkit.errors import ArtifactError
 from nagkit.nag.archive import Archive, frontier_layers
-from nagkit.nag.budgets import BudgetGrid
 from nagkit.nag.config import BudgetConfig, EvaluatorConfig, GeneratorConfig, InferenceConfig
-from nagkit.nag.decisions import from_archs
-from nagkit.nag.evaluator import train_evaluator
 from nagkit.nag.generator import Generator
 from nagkit.nag.infer import NagModel
-from nagkit.space import sample_many
-
-SP = tiny_space()
-TABLE = MacsLatencyTable()
-
-
-def _data(n=300, seed=0):
-    archs = sample_many(SP, n, seed=seed)
-    return archs, TABLE.predict_many(SP, archs), np.array([synthetic_accuracy(SP, a) for a in archs])
+from tests.nag.helpers import SP, TABLE, small_evaluator, synthetic_data
 
 
 @pytest.mark.parametrize("k", [1, 3, 10])
@@ -45,7 +34,7 @@ def test_frontier_layers_hold_every_budgets_top_k(k):
 
 
 def test_archive_seeds_save_and_load(tmp_path):
-    archs, lat, acc = _data()
+    archs, lat, acc = synthetic_data()
     ar = Archive.from_arrays(SP, archs, lat, acc, 5)
     budgets = np.quantile(lat, [0.2, 0.5, 0.9])
     dec, grp = ar.seeds(budgets, 5)
@@ -67,7 +56,7 @@ def test_archive_seeds_save_and_load(tmp_path):
 def _trained(refine_search_queries, src):
     from nagkit.nag.train import train_models
 
-    archs, lat, acc = _data(400, seed=1)
+    archs, lat, acc = synthetic_data(400, seed=1)
     gc = GeneratorConfig(hidden=16, steps=20, refine_rounds=2, refine_samples=20, refine_budgets=4, refine_pool=20,
                          refine_epochs=1, refine_steps=5, refine_search_queries=refine_search_queries,
                          refine_search_seeds=4, refine_search_rounds=3, refine_search_from=0.5)
@@ -92,10 +81,8 @@ def test_refinement_search_counts_queries_and_fills_the_archive():
 
 
 def test_generate_with_archive_population_counts_queries_and_stays_within_budget():
-    archs, lat, acc = _data()
-    grid = BudgetGrid.evenly(float(lat.min()), float(lat.max()), 5)
-    ev, _ = train_evaluator(SP, from_archs(SP, archs), lat, acc, grid,
-                            EvaluatorConfig(epochs=3, hidden=32, batch_size=64, budget_feature=True), embed_dim=8)
+    ev, grid, (archs, lat, acc) = small_evaluator(
+        300, EvaluatorConfig(epochs=3, hidden=32, batch_size=64, budget_feature=True))
     gen = Generator(SP, grid, GeneratorConfig(hidden=16), embed_dim=8)
     base = dict(search_rounds=4, search_queries=12, search_children=10, search_parents=3, search_screen=3,
                 search_repair=2, search_max_changes=3)

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from nagkit.data.synthetic import MacsLatencyTable, synthetic_accuracy, tiny_space
+from nagkit.data.synthetic import MacsLatencyTable, tiny_space
 from nagkit.nag.budgets import BudgetGrid
 from nagkit.nag.config import EvaluatorConfig, GeneratorConfig
 from nagkit.nag.decisions import from_archs
-from nagkit.nag.evaluator import train_evaluator
 from nagkit.nag.generator import Generator, sample_archs, train_generator
 from nagkit.nag.train import evaluator_reward
 from nagkit.space import sample_many
+from tests.nag.helpers import small_evaluator
 
 SP = tiny_space()
 TABLE = MacsLatencyTable()
@@ -21,12 +21,7 @@ TABLE = MacsLatencyTable()
 
 @pytest.fixture(scope="module")
 def trained_evaluator():
-    archs = sample_many(SP, 400, seed=0)
-    lat = TABLE.predict_many(SP, archs)
-    acc = np.array([synthetic_accuracy(SP, a) for a in archs])
-    grid = BudgetGrid.evenly(float(lat.min()), float(lat.max()), 5)
-    ev, _ = train_evaluator(SP, from_archs(SP, archs), lat, acc, grid,
-                            EvaluatorConfig(epochs=10, hidden=64, batch_size=64), embed_dim=8)
+    ev, grid, _ = small_evaluator(400, EvaluatorConfig(epochs=10, hidden=64, batch_size=64))
     for p in ev.parameters():
         p.requires_grad_(False)
     return ev, grid

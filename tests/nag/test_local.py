@@ -18,6 +18,7 @@ from nagkit.nag.generator import Generator
 from nagkit.nag.infer import NagModel
 from nagkit.nag.local import DecisionLatency, arch_keys, local_search, mutate
 from nagkit.space import sample_many
+from tests.nag.helpers import small_evaluator
 
 SP = tiny_space()
 TABLE = MacsLatencyTable()
@@ -31,12 +32,7 @@ def CountingSource():
 
 @pytest.fixture(scope="module")
 def model():
-    archs = sample_many(SP, 300, seed=0)
-    lat = TABLE.predict_many(SP, archs)
-    acc = np.array([synthetic_accuracy(SP, a) for a in archs])
-    grid = BudgetGrid.evenly(float(lat.min()), float(lat.max()), 5)
-    ev, _ = train_evaluator(SP, from_archs(SP, archs), lat, acc, grid,
-                            EvaluatorConfig(epochs=4, hidden=32, batch_size=64, budget_feature=True), embed_dim=8)
+    ev, grid, _ = small_evaluator(300, EvaluatorConfig(epochs=4, hidden=32, batch_size=64, budget_feature=True))
     for p in ev.parameters():
         p.requires_grad_(False)
     gen = Generator(SP, grid, GeneratorConfig(hidden=16), embed_dim=8)  # untrained: many samples miss B

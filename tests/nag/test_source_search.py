@@ -9,15 +9,14 @@ import torch
 
 from nagkit.data.accuracy import open_accuracy_source
 from nagkit.data.synthetic import MacsLatencyTable, synthetic_accuracy, tiny_space
-from nagkit.nag.budgets import BudgetGrid
 from nagkit.nag.config import EvaluatorConfig, GeneratorConfig, InferenceConfig
 from nagkit.nag.decisions import from_archs
-from nagkit.nag.evaluator import train_evaluator
 from nagkit.nag.generator import Generator
 from nagkit.nag.infer import NagModel
 from nagkit.nag.local import (DecisionAccuracy, DecisionLatency, LinearSurrogate, _slot_features, arch_keys,
                               small_moves, source_search)
 from nagkit.space import sample_many
+from tests.nag.helpers import small_evaluator
 
 SP = tiny_space()
 TABLE = MacsLatencyTable()
@@ -104,12 +103,7 @@ def test_source_search_caps_queries_keeps_budgets_and_improves(screen, crossover
 
 
 def test_generate_with_source_search_counts_every_query_and_stays_within_budget():
-    archs = sample_many(SP, 300, seed=0)
-    lat = TABLE.predict_many(SP, archs)
-    acc = np.array([synthetic_accuracy(SP, a) for a in archs])
-    grid = BudgetGrid.evenly(float(lat.min()), float(lat.max()), 5)
-    ev, _ = train_evaluator(SP, from_archs(SP, archs), lat, acc, grid,
-                            EvaluatorConfig(epochs=3, hidden=32, batch_size=64, budget_feature=True), embed_dim=8)
+    ev, grid, _ = small_evaluator(300, EvaluatorConfig(epochs=3, hidden=32, batch_size=64, budget_feature=True))
     gen = Generator(SP, grid, GeneratorConfig(hidden=16), embed_dim=8)
     inf = InferenceConfig(search_rounds=4, search_queries=12, search_children=10, search_parents=3,
                           search_screen=3, search_repair=2, search_max_changes=3)
