@@ -60,9 +60,9 @@ class Archive:
                                      "accuracy": float(self.accuracy[i])}))
         return atomic_write_text(Path(path), "\n".join(lines) + "\n")
 
-    def seeds(self, budgets: np.ndarray, k: int) -> tuple[Decisions, np.ndarray]:
+    def seeds(self, budgets: np.ndarray, k: int) -> tuple[Decisions, np.ndarray, np.ndarray]:
         """For each budget (by its recorded latency), its ``k`` most accurate archs within it:
-        (decisions, group index of each row)."""
+        (decisions, group index of each row, recorded accuracy of each row)."""
         rows, groups = [], []
         for i, b in enumerate(np.asarray(budgets, dtype=np.float64)):
             n = int(np.searchsorted(self.latency_ms, b, side="right"))
@@ -71,9 +71,9 @@ class Archive:
             top = np.argsort(-self.accuracy[:n], kind="stable")[:k]
             rows.append(top)
             groups.append(np.full(len(top), i, dtype=np.int64))
-        if not rows:
-            return self.dec.select(np.zeros(0, dtype=np.int64)), np.zeros(0, dtype=np.int64)
-        return self.dec.select(np.concatenate(rows)), np.concatenate(groups)
+        idx = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+        grp = np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
+        return self.dec.select(idx), grp, self.accuracy[idx]
 
 
 def frontier_layers(latency_ms: np.ndarray, accuracy: np.ndarray, k: int) -> np.ndarray:

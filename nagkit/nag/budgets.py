@@ -72,9 +72,10 @@ class BudgetGrid:
         xi = (grid[i2] - b) / (grid[i2] - grid[i1])
         return i1, i2, xi
 
-    def stratified(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """``n`` budgets, one uniformly drawn in each of ``n`` equal slices of the range."""
-        edges = np.linspace(self.lo, self.hi, n + 1)
+    def stratified(self, n: int, rng: np.random.Generator, start: float = 0.0) -> np.ndarray:
+        """``n`` budgets, one uniformly drawn in each of ``n`` equal slices of the range (of its
+        part from ``start``, a fraction of the way up, to the top)."""
+        edges = np.linspace(self.lo + start * (self.hi - self.lo), self.hi, n + 1)
         return edges[:-1] + rng.random(n) * (edges[1:] - edges[:-1])
 
     def to_dict(self) -> dict:

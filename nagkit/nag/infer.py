@@ -156,7 +156,7 @@ class NagModel:
         already re-ranked) to the pool, with freshly queried (counted) accuracies."""
         from nagkit.nag.local import arch_keys, concat
 
-        a_dec, a_grp = self.archive.seeds(barr, self.inference.archive_seeds)
+        a_dec, a_grp, _ = self.archive.seeds(barr, self.inference.archive_seeds)
         a_lat = lat_fn(a_dec)
         have = {bytes(k) for k in np.concatenate([q_grp[:, None], arch_keys(self.space, q_dec)], axis=1)
                 .astype(np.int16)}

@@ -139,27 +139,19 @@ def _search_proposals(space, table, source, archs, lat, acc, grid, gc, rnd: int,
     the grid, started from the data's ``refine_search_seeds`` most accurate archs within each
     (their accuracies are known: no query), with their table latency and (queried, counted)
     accuracy; archs already in the data are left out."""
+    from nagkit.nag.archive import Archive
     from nagkit.nag.local import DecisionAccuracy, DecisionLatency, source_search
 
-    rng = np.random.default_rng(gc.seed + 2000 + rnd)
-    lo = grid.lo + gc.refine_search_from * (grid.hi - grid.lo)
-    edges = np.linspace(lo, grid.hi, gc.refine_budgets + 1)
-    budgets = edges[:-1] + rng.random(gc.refine_budgets) * (edges[1:] - edges[:-1])
-    rows, grp = [], []
-    for i, b in enumerate(budgets):
-        ok = np.flatnonzero(lat <= b)
-        top = ok[np.argsort(-acc[ok], kind="stable")[:gc.refine_search_seeds]]
-        rows.append(top)
-        grp.append(np.full(len(top), i, dtype=np.int64))
-    rows, grp = np.concatenate(rows), np.concatenate(grp)
-    if not len(rows):
+    budgets = grid.stratified(gc.refine_budgets, np.random.default_rng(gc.seed + 2000 + rnd), gc.refine_search_from)
+    k = gc.refine_search_seeds
+    seed_dec, grp, seed_acc = Archive.from_arrays(space, archs, lat, acc, k).seeds(budgets, k)
+    if not len(grp):
         return [], np.zeros(0), np.zeros(0)
-    seed_dec = from_archs(space, [archs[j] for j in rows])
-    d, g, a, lt, _ = source_search(space, seed_dec, grp, acc[rows], budgets, DecisionLatency(table, space),
+    d, g, a, lt, _ = source_search(space, seed_dec, grp, seed_acc, budgets, DecisionLatency(table, space),
                                    DecisionAccuracy(source, space), rounds=gc.refine_search_rounds,
                                    queries=gc.refine_search_queries, parents=8, children=100, seed=gc.seed + 2000 + rnd,
                                    max_changes=3, repair=4, screen=10)
-    n0 = len(rows)
+    n0 = len(grp)
     out, out_lat, out_acc = [], [], []
     for arch, la, ac in zip(d.select(np.arange(n0, len(g))).to_archs(space), lt[n0:], a[n0:]):
         key = str(arch)

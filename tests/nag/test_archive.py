@@ -37,16 +37,17 @@ def test_archive_seeds_save_and_load(tmp_path):
     archs, lat, acc = synthetic_data()
     ar = Archive.from_arrays(SP, archs, lat, acc, 5)
     budgets = np.quantile(lat, [0.2, 0.5, 0.9])
-    dec, grp = ar.seeds(budgets, 5)
+    dec, grp, sacc = ar.seeds(budgets, 5)
     got = dec.to_archs(SP)
     for i, b in enumerate(budgets):
         ok = np.flatnonzero(lat <= b)
         want = {str(archs[j]) for j in ok[np.argsort(-acc[ok])[:5]]}
         assert {str(a) for a, g in zip(got, grp) if g == i} == want
+    np.testing.assert_allclose(sacc, [synthetic_accuracy(SP, a) for a in got])
     path = ar.save(tmp_path / "archive.jsonl", SP, {"nagkit_dataset": 1, "space": SP.name})
     back = Archive.load(path, SP)
     assert len(back) == len(ar) and np.allclose(back.accuracy, ar.accuracy)
-    d2, g2 = back.seeds(budgets, 5)
+    d2, g2, _ = back.seeds(budgets, 5)
     assert [str(a) for a in d2.to_archs(SP)] == [str(a) for a in got] and (g2 == grp).all()
     path.write_text(path.read_text().replace('"accuracy"', '"acc"', 1))
     with pytest.raises(ArtifactError, match="corrupt"):
