@@ -189,23 +189,32 @@ class DynamicMBConvLayer(nn.Module):
         docs/decisions.md 9) happens once.
         """
         mid = self.active_mid(x.size(1))
-        full = self.max_mid
-        ib, dc, pl = self.inverted_bottleneck, self.depth_conv, self.point_linear
-        mask = _channel_mask(full, mid, x)
-        h = ib.act(ib.bn.bn(F.conv2d(x, ib.conv.conv.weight))) * mask
-        k_max = max(self.ks_list)
-        k = self.active_kernel
-        w = dc.conv.active_filter(full, k)
+        k_max, k = max(self.ks_list), self.active_kernel
+        w = self.depth_conv.conv.active_filter(self.max_mid, k)
         if k < k_max:
             p = (k_max - k) // 2
             w = F.pad(w, (p, p, p, p))
-        h = F.conv2d(h, w.contiguous(), None, self.stride, k_max // 2, 1, full)
+        se_mask = None
+        if self.use_se:
+            se_mid = make_divisible(mid // SEModule.REDUCTION, 8)
+            se_mask = _channel_mask(self.depth_conv.se.fc.reduce.out_channels, se_mid, x)
+        return self._forward_masked(x, _channel_mask(self.max_mid, mid, x), se_mask, w)
+
+    def _forward_masked(self, x: torch.Tensor, mid_mask: torch.Tensor, se_mask: torch.Tensor | None,
+                        w: torch.Tensor) -> torch.Tensor:
+        """The block at its largest shapes with depthwise filter ``w`` (largest kernel size):
+        ``mid_mask`` ``[1, max_mid, 1, 1]`` zeroes the inactive middle channels after the expand
+        and after the depthwise BN/activation, ``se_mask`` the SE bottleneck's inactive ones."""
+        ib, dc, pl = self.inverted_bottleneck, self.depth_conv, self.point_linear
+        h = ib.act(ib.bn.bn(F.conv2d(x, ib.conv.conv.weight)))
+        mask = mid_mask.to(h.dtype)
+        h = h * mask
+        h = F.conv2d(h, w.contiguous(), None, self.stride, max(self.ks_list) // 2, 1, self.max_mid)
         h = dc.act(dc.bn.bn(h)) * mask
         if self.use_se:
             red, exp = dc.se.fc.reduce, dc.se.fc.expand
-            se_mid = make_divisible(mid // SEModule.REDUCTION, 8)
             y = global_avg_pool(h)
-            y = dc.se.fc.relu(F.conv2d(y, red.weight, red.bias)) * _channel_mask(red.out_channels, se_mid, y)
+            y = dc.se.fc.relu(F.conv2d(y, red.weight, red.bias)) * se_mask.to(y.dtype)
             y = dc.se.fc.h_sigmoid(F.conv2d(y, exp.weight, exp.bias))
             h = h * y
         return pl.bn.bn(F.conv2d(h, pl.conv.conv.weight))
@@ -254,25 +263,12 @@ class DynamicMBConvLayer(nn.Module):
         active arch on the host, so one CUDA graph serves every arch of a resolution
         (docs/decisions.md 13)."""
         ctl = self.ctl
-        ib, dc, pl = self.inverted_bottleneck, self.depth_conv, self.point_linear
-        h = ib.act(ib.bn.bn(F.conv2d(x, ib.conv.conv.weight)))
-        mask = ctl["mid"].to(h.dtype)
-        h = h * mask
         sel = ctl["ks"]
         filters = self.all_filters()
         w = filters[0] * sel[0]
         for i in range(1, len(filters)):
             w = w + filters[i] * sel[i]
-        k_max = max(self.ks_list)
-        h = F.conv2d(h, w.contiguous(), None, self.stride, k_max // 2, 1, self.max_mid)
-        h = dc.act(dc.bn.bn(h)) * mask
-        if self.use_se:
-            red, exp = dc.se.fc.reduce, dc.se.fc.expand
-            y = global_avg_pool(h)
-            y = dc.se.fc.relu(F.conv2d(y, red.weight, red.bias)) * ctl["se"].to(y.dtype)
-            y = dc.se.fc.h_sigmoid(F.conv2d(y, exp.weight, exp.bias))
-            h = h * y
-        return pl.bn.bn(F.conv2d(h, pl.conv.conv.weight))
+        return self._forward_masked(x, ctl["mid"], ctl["se"] if self.use_se else None, w)
 
     # -- extraction --------------------------------------------------------------------------
     @torch.no_grad()

@@ -23,7 +23,7 @@ and every later one replayed. All graphs share one memory pool (they never run c
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -40,7 +40,6 @@ class _Entry:
     runs: int = 0
     graph: torch.cuda.CUDAGraph | None = None
     loss: torch.Tensor | None = None
-    extra: dict = field(default_factory=dict)
 
 
 class GraphedSteps:
