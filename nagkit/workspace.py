@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from nagkit.errors import ArtifactError, BadInputError, reject_unknown_keys
-from nagkit.nag.config import (BudgetConfig, EvaluatorConfig, GeneratorConfig, InferenceConfig,
+from nagkit.nag.config import (BudgetConfig, EvaluatorConfig, FrontierConfig, GeneratorConfig, InferenceConfig,
                                config_from_dict)
 from nagkit.space.space import SearchSpace
 
@@ -46,7 +46,7 @@ PRESETS_DIR = REPO_ROOT / "examples" / "workspaces"
 DEFAULT_PRESET = "fmnist"  # the embedded default workspace (used when no --workspace and no ./nagkit.toml)
 
 _TOP_KEYS = ("name", "description", "space", "latency_table", "accuracy", "accuracy_options", "supernet",
-             "seed", "artifacts", "budgets", "dataset", "evaluator", "generator", "inference")
+             "seed", "artifacts", "budgets", "dataset", "evaluator", "generator", "frontier", "inference")
 _ARTIFACT_KEYS = ("dataset", "evaluator", "generator", "archive")
 _DATASET_KEYS = ("n", "seed")
 
@@ -73,6 +73,7 @@ class Workspace:
     dataset_settings: DatasetSettings = DatasetSettings()
     evaluator_config: EvaluatorConfig = EvaluatorConfig()
     generator_config: GeneratorConfig = GeneratorConfig()
+    frontier_config: FrontierConfig = FrontierConfig()
     inference: InferenceConfig = InferenceConfig()
 
     # -- paths ---------------------------------------------------------------------------
@@ -103,8 +104,6 @@ class Workspace:
                    "generator": f"nagkit train --workspace {self.ref}",
                    "archive": f"nagkit train --workspace {self.ref}"}[kind]
             hint = f"create it with `{fix}`"
-            if kind == "archive":
-                hint += " (with [generator] refine_search_queries > 0), or set [inference] archive_seeds = 0"
             raise ArtifactError(f"workspace {self.name!r} has no {kind} yet ({str(p)!r} is missing)", hint=hint)
         return p
 
@@ -264,5 +263,6 @@ def _load_file(path: Path) -> Workspace:
                                           f"{where} [evaluator]"),
         generator_config=config_from_dict(GeneratorConfig, {"seed": seed, **cfg.get("generator", {})},
                                           f"{where} [generator]"),
+        frontier_config=config_from_dict(FrontierConfig, cfg.get("frontier"), f"{where} [frontier]"),
         inference=config_from_dict(InferenceConfig, cfg.get("inference"), f"{where} [inference]"),
     )

@@ -69,18 +69,26 @@ class BaseAccuracySource:
         acc = np.asarray(self._evaluate(archs), dtype=np.float64).reshape(-1)
         if acc.shape[0] != len(archs):
             raise NagkitError(f"accuracy source {self.spec!r} returned {acc.shape[0]} values for {len(archs)} archs")
+        return self._checked(acc, lambda i: archs[i])
+
+    def reset_queries(self) -> None:
+        self.queries = 0
+
+    def evaluate_decisions(self, dec) -> np.ndarray:
+        """:meth:`evaluate` on a :class:`~nagkit.space.decisions.Decisions` batch (counted the same)."""
+        return self.evaluate(dec.to_archs(self.space))
+
+    def _checked(self, acc: np.ndarray, archs_of) -> np.ndarray:
+        """Count and return ``acc``, or raise naming the first bad value (``archs_of(i)`` -> arch)."""
         bad = ~np.isfinite(acc) | (acc < 0) | (acc > 1)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise NagkitError(
-                f"accuracy source {self.spec!r} returned {acc[i]!r} for {archs[i]}; accuracies must be "
+                f"accuracy source {self.spec!r} returned {acc[i]!r} for {archs_of(i)}; accuracies must be "
                 "fractions in [0, 1]", hint="check the checkpoint/predictor matches the workspace's space",
             )
-        self.queries += len(archs)
+        self.queries += len(acc)
         return acc
-
-    def reset_queries(self) -> None:
-        self.queries = 0
 
     def provenance(self) -> dict[str, Any]:
         return {"name": self.name, "spec": self.spec}
@@ -137,15 +145,36 @@ class OfaPredictorSource(BaseAccuracySource):
         self._sha = file_sha256(self.path)
 
     def _evaluate(self, archs: Sequence[Arch]) -> np.ndarray:
+        return self._mlp(ofa_batch_encoding(self.space, archs))
+
+    def _mlp(self, x: np.ndarray) -> np.ndarray:
         import torch
 
-        x = torch.from_numpy(ofa_batch_encoding(self.space, archs))
+        t = torch.from_numpy(x)
         with torch.no_grad():
             for j, (w, b) in enumerate(self._layers):
-                x = torch.nn.functional.linear(x, w, b)
+                t = torch.nn.functional.linear(t, w, b)
                 if j < len(self._layers) - 1:
-                    x = torch.relu(x)
-        return x.reshape(-1).double().numpy()
+                    t = torch.relu(t)
+        return t.reshape(-1).double().numpy()
+
+    def evaluate_decisions(self, dec) -> np.ndarray:
+        """The predictor on decision rows, its encoding built in batch (no ``Arch`` objects)."""
+        if len(dec) == 0:
+            return np.zeros(0, dtype=np.float64)
+        sp, slots = self.space, self.space.n_block_slots
+        r_bucket = (np.asarray(sp.resolutions) - 112) // 16
+        if r_bucket.min() < 0 or r_bucket.max() >= 8:
+            return self.evaluate(dec.to_archs(sp))  # raises naming the resolution
+        n = len(dec)
+        act = dec.active(sp).reshape(-1)
+        x = np.zeros((n, slots * 6 + 8), dtype=np.float32)
+        rows = np.repeat(np.arange(n), slots)
+        s = np.tile(np.arange(slots), n)
+        x[rows[act], (s * 3 + dec.k.reshape(-1))[act]] = 1
+        x[rows[act], (slots * 3 + s * 3 + dec.e.reshape(-1))[act]] = 1
+        x[np.arange(n), slots * 6 + r_bucket[dec.r]] = 1
+        return self._checked(self._mlp(x), lambda i: dec.select([i]).to_archs(sp)[0])
 
     def provenance(self) -> dict[str, Any]:
         return {"name": self.name, "spec": self.spec, "path": str(self.path), "sha256": self._sha,

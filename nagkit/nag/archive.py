@@ -1,14 +1,12 @@
-"""The frontier archive: the best queried archs of training, starting points for generation.
+"""The frontier archive: the best queried archs of training, what the generator imitates.
 
-Beyond the paper (docs/decisions.md 15): at high budgets pi(.|B) concentrates on a few archs,
-and the accuracy-source-guided local search (:func:`nagkit.nag.local.source_search`) started
-only from them stays in their basin. `nagkit train` (with ``refine_search_queries`` > 0)
-writes the archive artifact: every arch that is among the K most accurate of the training
-data (uniform dataset, refinement and refinement-search archs) within its own latency, in the
-dataset's JSONL format. With ``[inference] archive_seeds = K`` the generation-time search runs
-a second population started from the archive's K best archs within B (by the current table),
-re-queried from the accuracy source (counted like every other generation-time query), so a
-stale archive cannot leak a wrong accuracy into a result.
+`nagkit train` writes the archive artifact (docs/decisions.md 17): every arch that is among the
+K most accurate of the training data (the uniform dataset and the frontier search's finds)
+within its own latency, in the dataset's JSONL format. :meth:`Archive.targets` draws the
+(budget, top archs within it) pairs the generator is trained to imitate; the optional
+generation-time search (``--search-queries``) also starts from the archive's best archs within
+B, re-queried from the accuracy source (counted), so a stale archive cannot leak a wrong
+accuracy into a result.
 """
 
 from __future__ import annotations
@@ -18,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from nagkit.nag.decisions import Decisions, from_archs
-from nagkit.space import SearchSpace
+from nagkit.space.decisions import Decisions, from_archs
+from nagkit.space.space import SearchSpace
 
 
 class Archive:
@@ -39,6 +37,41 @@ class Archive:
         acc = np.asarray(accuracy, dtype=np.float64)
         keep = frontier_layers(lat, acc, k)
         return cls(from_archs(space, [archs[i] for i in keep]), lat[keep], acc[keep])
+
+    @classmethod
+    def from_decisions(cls, dec: Decisions, latency_ms, accuracy, k: int) -> Archive:
+        """The first ``k`` frontier layers of decision rows with known latency and accuracy."""
+        lat = np.asarray(latency_ms, dtype=np.float64)
+        acc = np.asarray(accuracy, dtype=np.float64)
+        keep = frontier_layers(lat, acc, k)
+        return cls(dec.select(keep), lat[keep], acc[keep])
+
+    def top_within(self, k: int) -> np.ndarray:
+        """[len + 1, k] indices: row ``n`` holds the ``k`` most accurate among the ``n`` fastest
+        archs (best first; -1 where fewer than k)."""
+        out = np.full((len(self) + 1, k), -1, dtype=np.int64)
+        best: list[int] = []
+        for n in range(len(self)):
+            best = sorted(best + [n], key=lambda i: -self.accuracy[i])[:k]
+            out[n + 1, :len(best)] = best
+        return out
+
+    def targets(self, lo: float, hi: float, k: int):
+        """A sampler ``(n, rng) -> (budgets, decisions)`` of imitation pairs: budgets uniform in
+        [lo, hi] (only where the archive has an arch within), each paired with one of its ``k``
+        most accurate archs within the budget, uniformly."""
+        table = self.top_within(k)
+        lo = max(lo, float(self.latency_ms[0]))
+
+        def draw(n: int, rng: np.random.Generator) -> tuple[np.ndarray, Decisions]:
+            b = lo + rng.random(n) * (hi - lo)
+            m = np.searchsorted(self.latency_ms, b, side="right")
+            cand = table[m]  # [n, k]
+            have = (cand >= 0).sum(axis=1)
+            pick = cand[np.arange(n), (rng.random(n) * have).astype(np.int64)]
+            return b, self.dec.select(pick)
+
+        return draw
 
     @classmethod
     def load(cls, path: str | Path, space: SearchSpace) -> Archive:

@@ -1,11 +1,24 @@
-"""Frozen configs of the NAG pieces (no torch import; workspaces validate their TOML with them)."""
+"""Frozen configs of the NAG pieces (no torch import; workspaces validate their TOML with them).
+
+One configuration serves every workspace: the defaults below are the method (NAG v2,
+docs/decisions.md 17). A workspace sets what depends on its data, not on its latency table:
+the dataset size and, for an expensive accuracy source, how many training-time queries it can
+afford (``[frontier] queries``).
+
+Sections of ``nagkit.toml`` map to these classes: ``[budgets]`` → :class:`BudgetConfig`,
+``[evaluator]`` → :class:`EvaluatorConfig`, ``[generator]`` → :class:`GeneratorConfig`,
+``[frontier]`` → :class:`FrontierConfig`, ``[inference]`` (with ``[inference.search]``) →
+:class:`InferenceConfig`.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import typing
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from nagkit.errors import BadInputError, reject_unknown_keys
@@ -15,7 +28,8 @@ C = TypeVar("C")
 
 @dataclass(frozen=True)
 class BudgetConfig:
-    """K grid budgets evenly spaced over [min_ms, max_ms] (default: the dataset's latency range)."""
+    """K grid budgets evenly spaced over [min_ms, max_ms]: by default the space's whole latency
+    range on the table, from its fastest to its slowest network."""
 
     k: int = 10
     min_ms: float | None = None
@@ -25,145 +39,152 @@ class BudgetConfig:
 
 @dataclass(frozen=True)
 class EvaluatorConfig:
-    """R(alpha | B; w): three FC layers over [arch encoding, budget embedding]."""
+    """R(alpha | B; w): three FC layers over [arch encoding, budget embedding g(B), budget-relative
+    latency]. ``loss = "pointwise"`` regresses R onto a target whose order is the Pareto
+    dominance order (feasible archs by accuracy, above every infeasible one, those by latency);
+    ``"pairwise"`` is the paper's hinge loss over all pairs of a minibatch and ``pairwise_budgets``
+    budgets. ``accuracy_term = false`` drops accuracy from the dominance (paper Table 3)."""
 
     hidden: int = 256
-    epochs: int = 40
-    batch_size: int = 256
+    epochs: int = 60
+    batch_size: int = 512
     lr: float = 2e-3
-    weight_decay: float = 1e-5
-    random_budgets: int = 6  # extra uniformly drawn budgets per step (trains the interpolation)
-    holdout: float = 0.1
-    latency_feature: bool = True  # append table latency (ms, scaled) to the arch encoding
-    aux_regression: float = 0.0  # weight of an auxiliary accuracy-regression loss (0: off)
-    # Beyond the paper: also feed the budget-relative latency ((c - B) / B and c <= B) to the
-    # first layer, so R can change sharply where an arch crosses the budget instead of
-    # smoothing the step over the budget embedding (which made R prefer archs well under B).
-    budget_feature: bool = False
+    weight_decay: float = 0.0
+    loss: str = "pointwise"
+    accuracy_term: bool = True
+    feasible_share: float = 0.8  # pointwise: share of rows paired with a budget they fit
+    pairwise_budgets: int = 8  # pairwise: budgets per minibatch (grid budgets drawn at random)
+    holdout: float = 0.05
     seed: int = 0
 
 
 @dataclass(frozen=True)
 class GeneratorConfig:
-    """f(B; theta): LSTM policy trained with REINFORCE on the evaluator's reward."""
+    """f(B; theta): an LSTM policy with constrained decoding (every choice that cannot fit B on
+    the table is masked, so every sample fits), trained in two phases: imitation of the frontier
+    archive (``imitation_steps`` of teacher forcing on (budget, top archs within it) pairs), then
+    REINFORCE on the evaluator's reward (``steps``; the paper's J(theta) with entropy
+    ``entropy``). ``reward`` picks the reward of the REINFORCE phase: the evaluator
+    (``dominance``), or MnasNet's / TuNAS's with the evaluator's accuracy estimate."""
 
-    hidden: int = 64
+    hidden: int = 128
     token_dim: int = 16
-    steps: int = 600
-    budgets_per_step: int = 10  # K budgets per step (stratified over the grid intervals)
-    samples_per_budget: int = 32  # N archs per budget
-    lr: float = 3e-3
+    imitation_steps: int = 1500
+    imitation_batch: int = 256
+    imitation_top: int = 3  # targets per budget: its top archs within B in the archive
+    steps: int = 300
+    budgets_per_step: int = 16  # K budgets per REINFORCE step (stratified over the range)
+    samples_per_budget: int = 16  # N archs per budget
+    lr: float = 2e-3
+    rl_lr: float = 5e-4
     entropy: float = 0.01  # lambda
     baseline_decay: float = 0.9
-    # Extra penalty (in R units) on sampled archs over their budget by the table latency:
-    # reward = R - penalty * (1 + 10 * (c/B - 1)) when c > B. 0 = the paper's pure R.
-    infeasible_penalty: float = 0.0
-    # Frontier refinement: after training, sample archs from the generator, query the
-    # accuracy source for them (counted), add them to the data, fine-tune evaluator and
-    # generator. 0 rounds = the paper's one-shot training on the uniform dataset.
-    refine_rounds: int = 0
-    refine_samples: int = 1000  # accuracy queries per round (at most)
-    refine_budgets: int = 20  # budgets per round (one per slice of the range)
-    refine_pool: int = 200  # generator samples per budget to choose the queried archs from
-    refine_temperature: float = 1.5  # sampling temperature of those samples (diversity)
-    refine_oversample: int = 8  # refinement samples appear this many times per evaluator epoch
-    refine_epochs: int = 6
-    refine_steps: int = 200
-    # Beyond the paper: > 0 picks each round's queried archs by evaluator-guided local search
-    # (nagkit.nag.local, this many rounds) from the generator's samples, so the queries land on
-    # the evaluator's own optimum per budget, where its errors matter (0: generator samples only).
-    refine_local_rounds: int = 0
-    refine_niches: int = 1  # resolution niches of that local search (see InferenceConfig.local_niches)
-    # Beyond the paper (docs/decisions.md 15): > 0 also runs, each refinement round, an
-    # accuracy-source-guided local search (nagkit.nag.local.source_search) at the round's
-    # budgets, started from the data's `refine_search_seeds` most accurate archs within each
-    # budget and capped at this many queries per budget; what it finds joins the data (counted
-    # as refinement queries). It shows the evaluator the best basins the data knows of, which
-    # the generator's own samples may never reach. 0: off.
-    refine_search_queries: int = 0
-    refine_search_seeds: int = 30
-    refine_search_rounds: int = 5
-    refine_search_from: float = 0.0  # its budgets start this fraction of the way up the grid's range
+    reward: str = "dominance"
+    reward_coef: float = -0.07  # MnasNet's w / TuNAS's beta
     seed: int = 0
 
 
 @dataclass(frozen=True)
+class SearchConfig:
+    """The accuracy-guided local search (training: the frontier search; generation:
+    ``--search-queries``). Each round, per budget: the ``parents`` most accurate known archs within
+    it make ``children * screen`` mutants (1..``max_changes`` small moves, a ``crossover`` share
+    crossed with another parent, ``repair`` latency-lowering steps if over budget); a ridge model
+    of accuracy, fitted on the known archs with latency in [(1 - ``window``) B, B], keeps the
+    best ``children`` new ones, which are queried."""
+
+    queries: int = 0
+    parents: int = 8
+    children: int = 40
+    screen: int = 8
+    max_changes: int = 3
+    res_step: int = 4
+    repair: int = 4
+    crossover: float = 0.2
+    window: float = 0.25
+    rounds: int = 8  # generation: rounds per call
+
+
+@dataclass(frozen=True)
+class FrontierConfig(SearchConfig):
+    """Training-time frontier search over the whole latency range (``budgets`` per round,
+    stratified); ``queries = -1`` spends what ``total_queries`` leaves after the dataset."""
+
+    queries: int = -1
+    total_queries: int = 50_100  # dataset + frontier search (OFA's evolution for one budget)
+    budgets: int = 20
+
+
+@dataclass(frozen=True)
 class InferenceConfig:
-    samples: int = 500
-    max_rounds: int = 10  # bounded resampling when no sample fits the budget
-    rerank: int = 0  # top candidates re-scored by the accuracy source (0: evaluator only)
-    temperature: float = 1.0  # sampling temperature of pi(.|B)
-    # Beyond the paper: evaluator-guided local refinement of the samples (nagkit.nag.local):
-    # rounds of `local_children` mutants per budget from its `local_parents` best, keeping the
-    # `local_keep` best unique archs within B by the table. No accuracy-source queries. 0: off.
-    local_rounds: int = 0
-    local_children: int = 200
-    local_parents: int = 20
-    local_keep: int = 100
-    local_prob: float = 0.1
-    # > 1: search that many resolution niches per budget (samples re-seeded at resolutions
-    # spread over the space's), children/parents/keep split among them; re-ranking takes the
-    # niches' best in turn. Without it the search stays near the generator's resolution.
-    local_niches: int = 1
-    # Beyond the paper: after re-ranking (needs rerank > 0), `polish_rounds` rounds that mutate
-    # the `polish_parents` most accurate re-ranked archs per budget into `polish_children`
-    # mutants and query the accuracy source for the `polish_queries` best of them by the
-    # evaluator (within B by the table; every query counted). 0: off.
-    polish_rounds: int = 0
-    polish_queries: int = 30
-    polish_parents: int = 5
-    polish_children: int = 300
-    polish_crossover: float = 0.0  # share of polishing children made by crossover of two parents
-    # Beyond the paper (docs/decisions.md 11): after re-ranking and polishing (needs rerank > 0),
-    # an accuracy-source-guided local search (nagkit.nag.local.source_search), all budgets
-    # batched. Each of up to `search_rounds` rounds mutates the `search_parents` most accurate
-    # queried archs per budget with 1..`search_max_changes` small moves (a kernel, an expand, a
-    # stage depth +-1, the resolution by 1..`search_res_step` steps; exactly -N steps when
-    # negative) into `search_children` x `search_screen` mutants; mutants over B get up to
-    # `search_repair` latency-lowering steps; with `search_screen` > 1 a per-budget ridge
-    # regression of the queried accuracies on the arch's one-hots (refitted every round, no
-    # extra queries) keeps the best `search_children`; every new one within B by the table is
-    # queried, until `search_queries` per budget (a hard cap; `nagkit generate
-    # --search-queries N` overrides it). `search_crossover`: share of children made by crossover
-    # of two parents. Every query counted. search_queries = 0 or search_rounds = 0: off.
-    search_rounds: int = 0
-    search_queries: int = 0
-    search_parents: int = 4
-    search_children: int = 100
-    search_max_changes: int = 2
-    search_res_step: int = 4
-    search_repair: int = 0
-    search_crossover: float = 0.0
-    search_screen: int = 1
-    # Beyond the paper (docs/decisions.md 15): > 0 runs the source-guided search with a second
-    # population per budget, started from the `archive_seeds` most accurate archs of the
-    # workspace's frontier archive within B (re-queried, counted); it gets `archive_share` of
-    # `search_queries` (1.0: it alone searches), the re-ranked samples the rest. Needs the
-    # archive artifact (`nagkit train` with generator.refine_search_queries > 0). 0: off.
-    archive_seeds: int = 0
-    archive_share: float = 0.5
+    """Zero-query generation: ``samples`` archs from pi(.|B) (plus the greedy one), ranked by the
+    evaluator. ``search.queries > 0`` adds an accuracy-guided search per budget (counted)."""
+
+    samples: int = 100
+    temperature: float = 1.0
+    search: SearchConfig = field(default_factory=SearchConfig)
+
+
+_RANGES: dict[str, tuple[float, float]] = {  # inclusive bounds of numeric fields, by name
+    "k": (2, 1000), "embed_dim": (1, 4096), "hidden": (1, 65536), "epochs": (0, 100_000),
+    "batch_size": (1, 1 << 20), "lr": (1e-9, 10.0), "rl_lr": (1e-9, 10.0), "weight_decay": (0.0, 1.0),
+    "feasible_share": (0.0, 1.0), "pairwise_budgets": (1, 1000), "holdout": (0.0, 0.5),
+    "token_dim": (1, 4096), "imitation_steps": (0, 10_000_000), "imitation_batch": (1, 1 << 20),
+    "imitation_top": (1, 1000), "steps": (0, 10_000_000), "budgets_per_step": (1, 10_000),
+    "samples_per_budget": (1, 100_000), "entropy": (0.0, 100.0), "baseline_decay": (0.0, 1.0),
+    "reward_coef": (-100.0, 100.0), "queries": (-1, 100_000_000), "parents": (1, 100_000),
+    "children": (1, 1_000_000), "screen": (1, 1000), "max_changes": (1, 100), "res_step": (-1000, 1000),
+    "repair": (0, 1000), "crossover": (0.0, 1.0), "window": (0.0, 1.0), "rounds": (0, 100_000),
+    "total_queries": (0, 1_000_000_000), "budgets": (1, 10_000), "samples": (1, 1_000_000),
+    "temperature": (1e-3, 100.0), "min_ms": (0.0, 1e9), "max_ms": (0.0, 1e9),
+}
+_CHOICES = {"loss": ("pointwise", "pairwise"), "reward": ("dominance", "mnasnet", "tunas")}
 
 
 def config_from_dict(cls: type[C], d: dict[str, Any] | None, where: str) -> C:
-    """Build a config dataclass, rejecting unknown keys with a did-you-mean."""
+    """Build a (nested) config dataclass from a TOML table: unknown keys get a did-you-mean,
+    values are checked against the field's type, numeric ranges and choices."""
     d = dict(d or {})
-    names = [f.name for f in dataclasses.fields(cls)]
-    reject_unknown_keys(d, names, where)
-    types = {f.name: f.type for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    reject_unknown_keys(d, list(fields), where)
+    hints = typing.get_type_hints(cls)
+    out: dict[str, Any] = {}
     for k, v in d.items():
-        t = str(types[k])
-        ok = {
-            "int": isinstance(v, int) and not isinstance(v, bool),
-            "bool": isinstance(v, bool),
-            "float": isinstance(v, (int, float)) and not isinstance(v, bool),
-            "float | None": v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)),
-        }.get(t, True)
-        if not ok:
-            raise BadInputError(f"{where}.{k} must be of type {t}, got {v!r}")
-    for k in ("archive_share", "refine_search_from"):  # fractions
-        if k in d and not 0.0 <= float(d[k]) <= 1.0:
-            raise BadInputError(f"{where}.{k} must be between 0 and 1, got {d[k]!r}")
-    return cls(**d)
+        t = hints[k]
+        if dataclasses.is_dataclass(t):
+            if not isinstance(v, dict):
+                raise BadInputError(f"{where}.{k} must be a table, got {_short(v)}")
+            out[k] = config_from_dict(t, v, f"{where}.{k}")
+            continue
+        out[k] = _check_value(t, v, f"{where}.{k}")
+        if k in _CHOICES and v not in _CHOICES[k]:
+            raise BadInputError(f"{where}.{k} = {_short(v)} is not one of {', '.join(_CHOICES[k])}")
+    return cls(**out)
+
+
+def _check_value(t: Any, v: Any, name: str) -> Any:
+    allowed = typing.get_args(t) or (t,)
+    if v is None and type(None) in allowed:
+        return v
+    ok = (bool in allowed and isinstance(v, bool)) or (
+        not isinstance(v, bool) and ((int in allowed and isinstance(v, int))
+                                     or (float in allowed and isinstance(v, (int, float))))
+    ) or (str in allowed and isinstance(v, str))
+    if not ok:
+        names = " | ".join(getattr(a, "__name__", str(a)) for a in allowed)
+        raise BadInputError(f"{name} must be of type {names}, got {_short(v)}")
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if isinstance(v, float) and not math.isfinite(v):
+            raise BadInputError(f"{name} must be a finite number, got {v}")
+        lo, hi = _RANGES.get(name.rsplit(".", 1)[-1], (-math.inf, math.inf))
+        if not lo <= v <= hi:
+            raise BadInputError(f"{name} = {_short(v)} is out of range [{lo:g}, {hi:g}]")
+    return v
+
+
+def _short(v: Any) -> str:
+    s = repr(v)
+    return s if len(s) <= 60 else s[:57] + "..."
 
 
 def config_to_dict(cfg: Any) -> dict[str, Any]:

@@ -1,16 +1,22 @@
-"""The budget-conditioned generator f(B; theta) and its REINFORCE trainer.
+"""The budget-conditioned generator f(B; theta): an LSTM policy with constrained decoding.
 
-An LSTM reads the budget embedding g(B) (its initial state is a function of g(B), and g(B)
-is part of its input, with the previous decision's token, at every step)
-and emits the architecture decisions one by one (:func:`nagkit.nag.decisions.step_layout`):
-resolution when the space has several, then per stage its depth followed by each slot's
-kernel and expand ratio. Decisions of slots beyond a stage's depth are sampled but masked
-out of log-probabilities and entropy (they do not change the arch).
+An LSTM reads the budget embedding g(B) (its initial state is a function of g(B), and g(B) is
+part of its input at every step, with the previous decision's token) and emits the
+architecture decisions one by one (:func:`nagkit.space.decisions.step_layout`): the resolution
+when the space has several, then per stage its depth followed by each slot's kernel and
+expand ratio.
 
-Training maximises ``J = E_B E_alpha[R(alpha|B; w)] + lambda * H(pi(.|B))`` (paper eq. 4-5)
-with REINFORCE: each step draws K budgets (one per slice of the range) x N archs, the reward
-is the frozen evaluator's score, the baseline a moving average per budget slice.
-"""
+**Constrained decoding.** With a per-block table an arch's latency is ``fixed(r)`` plus the
+sum of its active slots (:class:`nagkit.latency.slots.SlotLatency`), so after any prefix of
+decisions the fastest and the slowest completion are known exactly. Each step masks the
+choices whose fastest completion would exceed B: every sample fits its budget by construction,
+and the policy spends its probability only on feasible archs. The step also sees how much of
+the budget is left: ``(B - fastest) / B`` and ``(B - fastest) / (slowest - fastest)`` of the
+completion, which tells it to use the budget. Slots beyond a stage's depth are not decided
+(index 0, no log-probability, no entropy).
+
+Training (:mod:`nagkit.nag.train`): imitation of the frontier archive (teacher forcing,
+:meth:`Generator.log_prob`), then REINFORCE on the evaluator's reward (paper eq. 4-5)."""
 
 from __future__ import annotations
 
@@ -23,97 +29,174 @@ import numpy as np
 import torch
 from torch import nn
 
+from nagkit.latency.slots import SlotLatency
 from nagkit.nag.budgets import BudgetGrid, make_embedding
-from nagkit.nag.config import torch_threads, GeneratorConfig
-from nagkit.nag.decisions import Decisions, n_choices, step_layout
+from nagkit.nag.config import GeneratorConfig, torch_threads
+from nagkit.space.decisions import Decisions
 from nagkit.space.space import SearchSpace
+
+N_SLACK = 2  # budget-left features per step
+
+
+def decode_layout(space: SearchSpace) -> list[tuple[str, int, int]]:
+    """The generator's steps as (kind, stage, slot): the resolution (when the space has
+    several), then per stage its depth and each slot's block, kernel and expand ratio chosen
+    together as one token (as OFA's mutation resamples them together)."""
+    steps: list[tuple[str, int, int]] = [("r", -1, -1)] if len(space.resolutions) > 1 else []
+    for s in range(space.n_stages):
+        steps.append(("depth", s, -1))
+        steps += [("block", s, j) for j in range(space.max_depth)]
+    return steps
+
+
+class _Bounds:
+    """The latency arrays of constrained decoding as float64 tensors (one copy per table)."""
+
+    def __init__(self, lat: SlotLatency):
+        t = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.float64)  # noqa: E731
+        self.r_min, self.r_max = t(lat.r_min), t(lat.r_max)
+        self.depth_min, self.depth_max = t(lat.depth_min), t(lat.depth_max)  # [R, S, nd]
+        self.dmin_lo = self.depth_min.min(dim=2).values  # [R, S]
+        self.dmax_hi = self.depth_max.max(dim=2).values
+        self.slot_min, self.slot_max = t(lat.slot_min), t(lat.slot_max)  # [R, slots]
+        self.blocks = t(lat.slots.reshape(lat.slots.shape[0], lat.slots.shape[1], -1))  # [R, slots, nk*ne]
 
 
 class Generator(nn.Module):
     def __init__(self, space: SearchSpace, grid: BudgetGrid, cfg: GeneratorConfig, embed_dim: int = 32):
         super().__init__()
         self.space, self.grid, self.cfg = space, grid, cfg
-        self.layout = step_layout(space)
-        self.sizes = [n_choices(space, kind) for kind, _, _ in self.layout]
+        self.layout = decode_layout(space)
+        self.ne = len(space.expand_list)
+        nb = len(space.ks_list) * self.ne
+        self.sizes = [{"r": len(space.resolutions), "depth": len(space.depth_list), "block": nb}[kind]
+                      for kind, _, _ in self.layout]
         self.cmax = max(self.sizes)
         t = len(self.layout)
         self.embed = make_embedding(grid, embed_dim)
         self.tokens = nn.Embedding(t * self.cmax + 1, cfg.token_dim)
-        self.cell = nn.LSTMCell(embed_dim + cfg.token_dim, cfg.hidden)
+        self.cell = nn.LSTMCell(embed_dim + cfg.token_dim + N_SLACK, cfg.hidden)
         self.init_state = nn.Linear(embed_dim, 2 * cfg.hidden)  # (h0, c0) from g(B)
         self.head_w = nn.Parameter(torch.randn(t, cfg.hidden, self.cmax) * 0.01)
         self.head_b = nn.Parameter(torch.zeros(t, self.cmax))
-        mask = torch.full((t, self.cmax), float("-inf"))
-        for i, c in enumerate(self.sizes):
-            mask[i, :c] = 0.0
-        self.register_buffer("logit_mask", mask)
+        md = space.max_depth
+        self._live = torch.as_tensor(np.arange(md)[None, :] < np.asarray(space.depth_list)[:, None])  # [nd, md]
+        self._dead = torch.arange(nb) > 0  # an undecided slot may only take token 0
+        self._bounds: _Bounds | None = None
+        self._lat: SlotLatency | None = None
 
-    def forward(self, budgets: torch.Tensor, generator: torch.Generator | None = None,
-                greedy: bool = False, temperature: float = 1.0,
-                stats: bool = True) -> tuple[Decisions, torch.Tensor, torch.Tensor]:
-        """Sample one arch per budget. Returns decisions, log pi(alpha|B) [n], entropy [n]
-        (both zero when ``stats`` is off, for fast inference).
+    def bind(self, latency: SlotLatency) -> Generator:
+        """Use ``latency``'s table for constrained decoding (required before decoding)."""
+        self._lat, self._bounds = latency, _Bounds(latency)
+        return self
 
-        The LSTM cell is unrolled by hand with the same gates as ``self.cell``: the g(B) and
-        token halves of the input projection are computed once, not at every step."""
-        sp = self.space
-        n, md = budgets.shape[0], sp.max_depth
-        g = self.embed(budgets)
+    # -- decoding ------------------------------------------------------------------------------
+    def forward(self, budgets: torch.Tensor, actions: Decisions | None = None,
+                generator: torch.Generator | None = None, greedy: torch.Tensor | bool = False,
+                temperature: float = 1.0, stats: bool = True) -> tuple[Decisions, torch.Tensor, torch.Tensor]:
+        """Sample one arch per budget (rows where ``greedy`` is true take the most likely choice),
+        or score the given ``actions`` (teacher forcing). Returns decisions, log pi(alpha|B) [n]
+        and entropy [n] (zeros unless ``stats`` or ``actions``)."""
+        if self._bounds is None:
+            raise RuntimeError("Generator.bind(SlotLatency) must be called before decoding")
+        bd, sp, md = self._bounds, self.space, self.space.max_depth
+        n = budgets.shape[0]
+        b = budgets.to(torch.float64)
+        inv_b = 1.0 / b
+        g = self.embed(budgets.to(torch.float32))
         h, c = torch.tanh(self.init_state(g)).chunk(2, dim=1)
-        cell, e_dim = self.cell, g.shape[1]
-        g_proj = g @ cell.weight_ih[:, :e_dim].T + cell.bias_ih + cell.bias_hh  # [n, 4H]
-        tok_proj = self.tokens.weight @ cell.weight_ih[:, e_dim:].T  # [V, 4H]
-        w_hh = cell.weight_hh.T
+        cell, e_dim, tdim, hid = self.cell, g.shape[1], self.cfg.token_dim, h.shape[1]
+        w_ih = cell.weight_ih
+        g_proj = g @ w_ih[:, :e_dim].T + cell.bias_ih + cell.bias_hh  # [n, 4H]
+        tok_proj = self.tokens.weight @ w_ih[:, e_dim:e_dim + tdim].T  # [V, 4H]
+        w_rec = torch.cat([w_ih[:, e_dim + tdim:].T, cell.weight_hh.T])  # [N_SLACK + H, 4H]
+        want = self._actions(actions) if actions is not None else None
+        greedy_rows = torch.as_tensor(greedy).expand(n) if not isinstance(greedy, bool) else None
+        track = stats or actions is not None
         prev = torch.full((n,), len(self.layout) * self.cmax, dtype=torch.long)
-        r = torch.zeros(n, dtype=torch.long)
+        ri = torch.zeros(n, dtype=torch.long)
         depth = torch.zeros(n, sp.n_stages, dtype=torch.long)
-        k = torch.zeros(n, sp.n_block_slots, dtype=torch.long)
-        e = torch.zeros(n, sp.n_block_slots, dtype=torch.long)
-        logp = torch.zeros(n)
-        ent = torch.zeros(n)
-        depth_vals = torch.tensor(sp.depth_list)
-        hid = h.shape[1]
+        blk = torch.zeros(n, sp.n_block_slots, dtype=torch.long)
+        lo = bd.r_min.min().expand(n).clone()  # fastest and slowest completion so far
+        hi = bd.r_max.max().expand(n).clone()
+        if len(sp.resolutions) == 1:
+            lo, hi = bd.r_min[0].expand(n).clone(), bd.r_max[0].expand(n).clone()
+        logp, ent = torch.zeros(n), torch.zeros(n)
         for t, (kind, s, j) in enumerate(self.layout):
-            gates = g_proj + tok_proj[prev] + h @ w_hh
-            if stats:
-                i_g, f_g, c_g, o_g = gates.chunk(4, dim=1)
-                c = torch.sigmoid(f_g) * c + torch.sigmoid(i_g) * torch.tanh(c_g)
-                h = torch.sigmoid(o_g) * torch.tanh(c)
-            else:  # inference: one sigmoid over all gates (fewer kernel calls)
-                sg = torch.sigmoid(gates)
-                c = sg[:, hid:2 * hid] * c + sg[:, :hid] * torch.tanh(gates[:, 2 * hid:3 * hid])
-                h = sg[:, 3 * hid:] * torch.tanh(c)
-            logits = h @ self.head_w[t] + self.head_b[t]
+            left = b - lo
+            slack = torch.stack([(left * inv_b).clamp(-1, 1), (left / (hi - lo).clamp_min(1e-9)).clamp(0, 2)], 1)
+            gates = g_proj + tok_proj[prev] + torch.cat([slack.float(), h], 1) @ w_rec
+            sg = torch.sigmoid(gates)
+            c = sg[:, hid:2 * hid] * c + sg[:, :hid] * torch.tanh(gates[:, 2 * hid:3 * hid])
+            h = sg[:, 3 * hid:] * torch.tanh(c)
+            size = self.sizes[t]
+            live = None
+            if kind == "r":
+                opt_lo, opt_hi = bd.r_min.expand(n, -1), bd.r_max.expand(n, -1)
+            elif kind == "depth":
+                opt_lo = (lo - bd.dmin_lo[ri, s])[:, None] + bd.depth_min[ri, s]
+                opt_hi = (hi - bd.dmax_hi[ri, s])[:, None] + bd.depth_max[ri, s]
+            else:
+                slot = s * md + j
+                live = self._live[depth[:, s], j]
+                blocks = bd.blocks[ri, slot]  # [n, nb]
+                opt_lo = torch.where(live[:, None], (lo - bd.slot_min[ri, slot])[:, None] + blocks, lo[:, None])
+                opt_hi = torch.where(live[:, None], (hi - bd.slot_max[ri, slot])[:, None] + blocks, hi[:, None])
+            bad = opt_lo > (b + 1e-9)[:, None]
+            if live is not None:
+                bad = torch.where(live[:, None], bad, self._dead)
+            logits = h @ self.head_w[t, :, :size] + self.head_b[t, :size]
             if temperature != 1.0:
                 logits = logits / temperature
-            logits = logits + self.logit_mask[t]
-            logq = torch.log_softmax(logits, dim=-1)
-            if greedy:
-                a = logq.argmax(dim=-1)
+            logq = torch.log_softmax(logits.masked_fill(bad, float("-inf")), dim=-1)
+            if want is not None:
+                a = want[:, t]
             else:
-                # inverse-CDF sampling (same law as torch.multinomial, several times faster)
-                u = torch.rand(n, 1, generator=generator)
-                a = (torch.cumsum(logq.exp(), dim=-1) < u).sum(dim=-1).clamp_(max=self.sizes[t] - 1)
-            live = None
-            if kind in ("k", "e"):
-                if stats:
-                    live = (depth_vals[depth[:, s]] > j).float()
-                (k if kind == "k" else e)[:, s * md + j] = a
+                a = logq.argmax(dim=-1)
+                if greedy is not True:  # inverse-CDF sampling (same law as torch.multinomial, faster)
+                    u = torch.rand(n, 1, generator=generator)
+                    drawn = torch.minimum((torch.cumsum(logq.exp(), dim=-1) < u).sum(dim=-1),
+                                          size - 1 - (~bad).flip(-1).long().argmax(-1))  # rounding: last allowed
+                    a = drawn if greedy_rows is None else torch.where(greedy_rows, a, drawn)
+            ix = a[:, None]
+            lo, hi = opt_lo.gather(1, ix).squeeze(1), opt_hi.gather(1, ix).squeeze(1)
+            if kind == "block":
+                blk[:, s * md + j] = a
             elif kind == "depth":
                 depth[:, s] = a
             else:
-                r = a
-            if stats:
-                q = logq.exp()
-                step_ent = -(q * torch.where(torch.isfinite(logq), logq, torch.zeros_like(logq))).sum(-1)
-                step_logp = logq.gather(1, a.unsqueeze(1)).squeeze(1)
+                ri = a
+            if track:
+                step_logp = logq.gather(1, ix).squeeze(1)
                 if live is not None:
-                    step_logp, step_ent = step_logp * live, step_ent * live
+                    step_logp = torch.where(live, step_logp, torch.zeros_like(step_logp))
                 logp = logp + step_logp
-                ent = ent + step_ent
+                if stats:
+                    q = logq.exp()
+                    step_ent = -(q * torch.where(bad, torch.zeros_like(logq), logq)).sum(-1)
+                    ent = ent + (step_ent if live is None else torch.where(live, step_ent, torch.zeros_like(step_ent)))
             prev = t * self.cmax + a
-        dec = Decisions(r.numpy(), depth.numpy(), k.numpy(), e.numpy())
-        return dec, logp, ent
+        k, e = (blk // self.ne).numpy(), (blk % self.ne).numpy()
+        return Decisions(ri.numpy(), depth.numpy(), k, e), logp, ent
+
+    def _actions(self, dec: Decisions) -> torch.Tensor:
+        """[n, steps] tokens of given decisions (block = k * n_expand + e; 0 where inactive)."""
+        md = self.space.max_depth
+        act = dec.active(self.space)
+        cols = []
+        for kind, s, j in self.layout:
+            if kind == "r":
+                cols.append(dec.r)
+            elif kind == "depth":
+                cols.append(dec.depth[:, s])
+            else:
+                slot = s * md + j
+                cols.append(np.where(act[:, slot], dec.k[:, slot] * self.ne + dec.e[:, slot], 0))
+        return torch.as_tensor(np.stack(cols, axis=1), dtype=torch.long)
+
+    def log_prob(self, budgets: torch.Tensor, dec: Decisions) -> torch.Tensor:
+        """log pi(dec | B) [n] under constrained decoding (each arch must fit its budget)."""
+        return self(budgets, actions=dec, stats=False)[1]
 
     def config_dict(self) -> dict[str, Any]:
         return {"generator": asdict(self.cfg), "grid": self.grid.to_dict(),
@@ -123,59 +206,83 @@ class Generator(nn.Module):
 RewardFn = Callable[[Decisions, np.ndarray], torch.Tensor]
 
 
-def _train_generator(space: SearchSpace, grid: BudgetGrid, cfg: GeneratorConfig, reward_fn: RewardFn,
-                    embed_dim: int = 32, progress: Callable[[int, int, float], None] | None = None,
-                    log_every: int = 25, gen: Generator | None = None, steps: int | None = None,
-                    seed_offset: int = 0) -> tuple[Generator, dict]:
-    """REINFORCE with entropy regularisation and a moving-average baseline per budget slice.
-
-    ``reward_fn(decisions, budgets_ms) -> tensor [n]`` (no gradient) is normally the frozen
-    evaluator's R(alpha|B). Returns the generator and a report with the reward history."""
-    torch.manual_seed(cfg.seed + seed_offset)
-    rng = np.random.default_rng(cfg.seed + seed_offset)
-    tgen = torch.Generator().manual_seed(cfg.seed + seed_offset)
-    gen = gen if gen is not None else Generator(space, grid, cfg, embed_dim)
-    n_steps = cfg.steps if steps is None else steps
-    opt = torch.optim.Adam(gen.parameters(), lr=cfg.lr)
-    kb, nb = cfg.budgets_per_step, cfg.samples_per_budget
-    baseline = np.full(kb, np.nan)
-    history: list[dict[str, float]] = []
-    t0 = time.perf_counter()
-    gen.train()
-    for step in range(n_steps):
-        b = grid.stratified(kb, rng)
-        bud = np.repeat(b, nb)
-        dec, logp, ent = gen(torch.from_numpy(bud).float(), generator=tgen)
-        with torch.no_grad():
-            rew = reward_fn(dec, bud).reshape(kb, nb)
-        means = rew.mean(dim=1).numpy()
-        baseline = np.where(np.isnan(baseline), means, cfg.baseline_decay * baseline + (1 - cfg.baseline_decay) * means)
-        adv = rew - torch.from_numpy(baseline).float().unsqueeze(1)
-        adv = adv / (rew.std(dim=1, keepdim=True) + 1e-6)
-        loss = -(adv.reshape(-1) * logp).mean() - cfg.entropy * ent.mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(gen.parameters(), 5.0)
-        opt.step()
-        if step % log_every == 0 or step == n_steps - 1:
-            history.append({"step": step, "reward": float(rew.mean()), "entropy": float(ent.detach().mean())})
-        if progress:
-            progress(step + 1, n_steps, float(rew.mean()))
-    gen.eval()
-    return gen, {"steps": n_steps, "seconds": time.perf_counter() - t0, "history": history}
+def imitate(gen: Generator, budgets_fn: Callable[[int, np.random.Generator], tuple[np.ndarray, Decisions]],
+            cfg: GeneratorConfig, seed: int, progress: Callable[[int, int, float], None] | None = None) -> dict:
+    """Teacher forcing on (budget, target arch) pairs from ``budgets_fn(n, rng)``: maximise
+    log pi(alpha | B) of the frontier archive's top archs within each budget."""
+    with torch_threads():
+        gen.train()
+        rng = np.random.default_rng(seed)
+        opt = torch.optim.Adam(gen.parameters(), lr=cfg.lr)
+        steps = cfg.imitation_steps
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=max(steps, 2),
+                                                    pct_start=0.1) if steps >= 2 else None
+        t0, loss_v, history = time.perf_counter(), float("nan"), []
+        for step in range(steps):
+            bud, dec = budgets_fn(cfg.imitation_batch, rng)
+            logp = gen.log_prob(torch.from_numpy(bud), dec)
+            loss = -logp.mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(gen.parameters(), 5.0)
+            opt.step()
+            if sched is not None:
+                sched.step()
+            loss_v = float(loss.detach())
+            if step % 100 == 0 or step == steps - 1:
+                history.append({"step": step, "nll": loss_v})
+            if progress:
+                progress(step + 1, steps, loss_v)
+        gen.eval()
+        return {"steps": steps, "seconds": time.perf_counter() - t0, "final_nll": loss_v, "history": history}
 
 
-def sample_archs(gen: Generator, budgets_ms: np.ndarray, n: int, seed: int,
-                 temperature: float = 1.0) -> tuple[Decisions, np.ndarray]:
-    """``n`` samples per budget (one batch); returns decisions and the budget of each row."""
+def reinforce(gen: Generator, grid_range: tuple[float, float], cfg: GeneratorConfig, reward_fn: RewardFn,
+              seed: int, progress: Callable[[int, int, float], None] | None = None) -> dict:
+    """REINFORCE with entropy regularisation and a moving-average baseline per budget slice
+    (paper eq. 4-5); ``reward_fn(decisions, budgets_ms) -> tensor [n]`` (no gradient)."""
+    with torch_threads():
+        rng = np.random.default_rng(seed)
+        tgen = torch.Generator().manual_seed(seed)
+        opt = torch.optim.Adam(gen.parameters(), lr=cfg.rl_lr)
+        kb, nb = cfg.budgets_per_step, cfg.samples_per_budget
+        lo, hi = grid_range
+        baseline = np.full(kb, np.nan)
+        history: list[dict[str, float]] = []
+        t0 = time.perf_counter()
+        gen.train()
+        for step in range(cfg.steps):
+            edges = np.linspace(lo, hi, kb + 1)
+            b = edges[:-1] + rng.random(kb) * np.diff(edges)
+            bud = np.repeat(b, nb)
+            dec, logp, ent = gen(torch.from_numpy(bud), generator=tgen)
+            with torch.no_grad():
+                rew = reward_fn(dec, bud).reshape(kb, nb)
+            means = rew.mean(dim=1).numpy()
+            baseline = np.where(np.isnan(baseline), means,
+                                cfg.baseline_decay * baseline + (1 - cfg.baseline_decay) * means)
+            adv = (rew - torch.from_numpy(baseline).float().unsqueeze(1)) / (rew.std(dim=1, keepdim=True) + 1e-6)
+            loss = -(adv.reshape(-1) * logp.float()).mean() - cfg.entropy * ent.float().mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(gen.parameters(), 5.0)
+            opt.step()
+            if step % 25 == 0 or step == cfg.steps - 1:
+                history.append({"step": step, "reward": float(rew.mean()), "entropy": float(ent.detach().mean())})
+            if progress:
+                progress(step + 1, cfg.steps, float(rew.mean()))
+        gen.eval()
+        return {"steps": cfg.steps, "seconds": time.perf_counter() - t0, "history": history}
+
+
+def sample_archs(gen: Generator, budgets_ms: np.ndarray, n: int, seed: int, temperature: float = 1.0,
+                 greedy: bool = False) -> tuple[Decisions, np.ndarray]:
+    """``n`` samples per budget in one batch; with ``greedy`` the first row of each budget is the
+    greedy decode (the most likely choice at every step). Returns decisions and each row's budget."""
     bud = np.repeat(np.asarray(budgets_ms, dtype=np.float64), n)
+    rows = torch.from_numpy(np.tile(np.arange(n) == 0, len(budgets_ms)) & greedy)
     tgen = torch.Generator().manual_seed(seed)
     with torch.inference_mode():
-        dec, _, _ = gen(torch.from_numpy(bud).float(), generator=tgen, temperature=temperature, stats=False)
+        dec, _, _ = gen(torch.from_numpy(bud), generator=tgen, temperature=temperature, stats=False,
+                        greedy=rows if greedy else False)
     return dec, bud
-
-
-def train_generator(*args, **kwargs):
-    """See :func:`_train_generator`; runs with :func:`nagkit.nag.config.torch_threads`."""
-    with torch_threads():
-        return _train_generator(*args, **kwargs)

@@ -1,9 +1,22 @@
-"""`nagkit train`: evaluator then generator for a workspace; artifacts are saved atomically.
+"""`nagkit train`: frontier search, evaluator, generator; artifacts saved atomically.
+
+The pipeline (docs/decisions.md 17), all of it counted against the accuracy source:
+
+1. **Frontier search** (:mod:`nagkit.nag.guided`, ``[frontier]``): from the uniform dataset and
+   the space's fastest and slowest arch, an accuracy-guided local search at budgets drawn across
+   the whole latency range of the table, until the training's query budget
+   (``total_queries``, dataset included) is spent.
+2. **Evaluator** R(alpha|B) on everything queried (:mod:`nagkit.nag.evaluator`).
+3. **Frontier archive**: the archs among the ``imitation_top`` most accurate within their own
+   latency (:mod:`nagkit.nag.archive`).
+4. **Generator**: imitation of the archive (teacher forcing on (B, top archs within B)), then
+   REINFORCE on the evaluator's reward (:mod:`nagkit.nag.generator`), constrained decoding
+   throughout.
 
 Each model is a torch ``state_dict`` (``evaluator.pt``, ``generator.pt``) plus a JSON config
-beside it (``evaluator.json``, ``generator.json``) with the budget grid, hyper-parameters,
-space, provenance (dataset sha256, seed, versions) and training report. Loading rebuilds the
-module from the JSON and reads the weights with ``torch.load(weights_only=True)``.
+beside it with the budget grid, hyper-parameters, space, provenance (dataset sha256, seed,
+query counts, versions) and training report. The generator and the archive record the sha256
+of the ``evaluator.pt`` they were trained with, and loading refuses a mismatched set.
 """
 
 from __future__ import annotations
@@ -11,223 +24,128 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from nagkit.errors import ArtifactError, CheckpointError
-from nagkit.io import atomic_torch_save, atomic_write_json
+from nagkit.errors import ArtifactError, BadInputError, CheckpointError
+from nagkit.io import atomic_torch_save, atomic_write_json, sha256_file
+from nagkit.latency.slots import SlotLatency
+from nagkit.nag.archive import Archive
 from nagkit.nag.budgets import BudgetGrid
-from nagkit.nag.config import BudgetConfig, EvaluatorConfig, GeneratorConfig, config_from_dict, torch_threads
-from nagkit.nag.decisions import Decisions, from_archs
+from nagkit.nag.config import (BudgetConfig, EvaluatorConfig, FrontierConfig, GeneratorConfig, config_from_dict,
+                               torch_threads)
 from nagkit.nag.evaluator import Evaluator, train_evaluator
-from nagkit.nag.generator import Generator, train_generator
+from nagkit.nag.generator import Generator, imitate, reinforce
+from nagkit.nag.guided import GuidedSearch, run_guided, stratified
+from nagkit.space.decisions import Decisions, Pool, concat, dedupe, from_archs
 from nagkit.space.space import SearchSpace
 
-ARTIFACT_SCHEMA = 1
+ARTIFACT_SCHEMA = 2
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
 
+@dataclass
+class Trained:
+    evaluator: Evaluator
+    generator: Generator
+    archive: Archive
+    report: dict[str, Any] = field(default_factory=dict)
 
 
-def make_grid(cfg: BudgetConfig, dataset_range: tuple[float, float]) -> BudgetGrid:
-    lo = cfg.min_ms if cfg.min_ms is not None else dataset_range[0]
-    hi = cfg.max_ms if cfg.max_ms is not None else dataset_range[1]
+def make_grid(cfg: BudgetConfig, latency: SlotLatency) -> BudgetGrid:
+    """K budgets over [min_ms, max_ms], by default the table's whole range for the space."""
+    lo = cfg.min_ms if cfg.min_ms is not None else latency.fastest_ms
+    hi = cfg.max_ms if cfg.max_ms is not None else latency.slowest_ms
     return BudgetGrid.evenly(float(lo), float(hi), cfg.k)
 
 
-def evaluator_reward(evaluator: Evaluator, table, space: SearchSpace,
-                     infeasible_penalty: float = 0.0) -> Callable[[Decisions, np.ndarray], torch.Tensor]:
-    """R(alpha|B; w) of sampled decisions (latency from the table when the evaluator uses it),
-    minus ``infeasible_penalty * (1 + 10 * (c/B - 1))`` for archs over budget."""
+def evaluator_reward(evaluator: Evaluator, latency: SlotLatency, kind: str = "dominance", coef: float = -0.07):
+    """The REINFORCE reward of sampled decisions: R(alpha|B) (``dominance``), or MnasNet's
+    ``A * (c/B)^w`` / TuNAS's ``A + beta |c/B - 1|`` with A the evaluator's accuracy estimate
+    (R at the top budget, where every arch fits)."""
+    top = evaluator.grid.hi
 
     def reward(dec: Decisions, budgets: np.ndarray) -> torch.Tensor:
-        need_lat = evaluator.cfg.latency_feature or infeasible_penalty > 0
-        lat = table.predict_many(space, dec.to_archs(space)) if need_lat else np.zeros(len(dec))
+        lat = latency(dec)
         with torch.no_grad():
-            r = evaluator.score(evaluator.features(dec, lat), torch.from_numpy(budgets).float())
-        if infeasible_penalty > 0:
-            over = np.maximum(lat / budgets - 1.0, 0.0)
-            pen = np.where(over > 0, infeasible_penalty * (1.0 + 10.0 * over), 0.0)
-            r = r - torch.from_numpy(pen).float()
-        return r
+            x = evaluator.features(dec, lat)
+            if kind == "dominance":
+                return evaluator.score(x, torch.from_numpy(budgets).float())
+            acc = evaluator.score(x, torch.full((len(dec),), top)).double()
+        ratio = torch.from_numpy(lat / budgets)
+        out = acc * ratio.pow(coef) if kind == "mnasnet" else acc + coef * 100.0 * (ratio - 1.0).abs()
+        return out.float()
 
     return reward
 
 
-def train_models(space: SearchSpace, table, archs, lat: np.ndarray, acc: np.ndarray, *,
-                 budgets: BudgetConfig, evaluator_cfg: EvaluatorConfig, generator_cfg: GeneratorConfig,
-                 source=None, progress_eval=None, progress_gen=None,
-                 log: Callable[[str], None] | None = None) -> tuple[Evaluator, Generator, dict[str, Any]]:
-    """Evaluator, then generator; then ``refine_rounds`` rounds of frontier refinement, which
-    need the accuracy source (its queries are counted in the report)."""
+def frontier_search(space: SearchSpace, latency: SlotLatency, known: Pool, cfg: FrontierConfig, source,
+                    seed: int, progress: Progress | None = None) -> tuple[Pool, dict[str, Any]]:
+    """Step 1: the extremes of the space, then the guided search; returns everything known."""
+    t0, q0 = time.perf_counter(), source.queries
+    ext = concat(latency.extreme(False), latency.extreme(True))
+    ext = Pool(ext, np.zeros(2), latency(ext))
+    ext.accuracy = np.asarray(source.evaluate_decisions(ext.dec), dtype=np.float64)
+    known = known + ext
+    cap = cfg.queries if cfg.queries >= 0 else max(0, cfg.total_queries - len(known))
+    rounds = 0
+    if cap > 0:
+        search = GuidedSearch(space, latency, cfg, known, stratified(latency.fastest_ms, latency.slowest_ms,
+                                                                     cfg.budgets), cap=cap, shared=True, seed=seed)
+        known = run_guided(search, source.evaluate_decisions,
+                           progress=(lambda d, t: progress("frontier search", d, t)) if progress else None)
+        rounds = search.rounds
+    return known, {"queries": source.queries - q0, "cap": cap, "rounds": rounds,
+                   "seconds": time.perf_counter() - t0}
+
+
+def train_models(space: SearchSpace, table, archs, acc: np.ndarray, *, budgets: BudgetConfig,
+                 evaluator_cfg: EvaluatorConfig, generator_cfg: GeneratorConfig, frontier_cfg: FrontierConfig,
+                 source=None, progress: Progress | None = None) -> Trained:
+    """The whole training (see the module doc). ``archs``/``acc``: the uniform dataset."""
     with torch_threads():
-        return _train_models(space, table, archs, lat, acc, budgets=budgets, evaluator_cfg=evaluator_cfg,
-                             generator_cfg=generator_cfg, source=source, progress_eval=progress_eval,
-                             progress_gen=progress_gen, log=log)
+        t0 = time.perf_counter()
+        latency = SlotLatency(table, space)
+        grid = make_grid(budgets, latency)
+        dec = from_archs(space, list(archs))
+        known = Pool(dec, np.zeros(len(dec)), latency(dec), np.asarray(acc, dtype=np.float64))
+        front = {"queries": 0, "cap": 0, "rounds": 0, "seconds": 0.0}
+        if source is not None:
+            known, front = frontier_search(space, latency, known, frontier_cfg, source, generator_cfg.seed, progress)
+        elif frontier_cfg.queries > 0:
+            raise BadInputError("the frontier search ([frontier] queries > 0) needs the workspace's accuracy source")
+        keep = dedupe(space, known.dec)
+        known = known.select(keep)
+        ev, ev_report = train_evaluator(space, known.dec, known.latency, known.accuracy, grid, evaluator_cfg,
+                                        embed_dim=budgets.embed_dim,
+                                        progress=(lambda d, t, _l: progress("evaluator", d, t)) if progress else None)
+        archive = Archive.from_decisions(known.dec, known.latency, known.accuracy, generator_cfg.imitation_top)
+        gen = train_generator(space, grid, generator_cfg, ev, latency, archive, budgets.embed_dim, progress)
+        report = {"grid_ms": list(grid.values), "range_ms": [latency.fastest_ms, latency.slowest_ms],
+                  "evaluator": ev_report, "generator": gen.report, "frontier": front,
+                  "training_rows": len(known), "archive_rows": len(archive),
+                  "seconds": time.perf_counter() - t0, "torch_threads": torch.get_num_threads()}
+        return Trained(ev, gen, archive, report)
 
 
-def _train_models(space, table, archs, lat, acc, *, budgets, evaluator_cfg, generator_cfg, source,
-                  progress_eval, progress_gen, log):
-    grid = make_grid(budgets, (float(np.min(lat)), float(np.max(lat))))
-    archs, lat, acc = list(archs), np.asarray(lat, float), np.asarray(acc, float)
-    dec = from_archs(space, archs)
-    t0 = time.perf_counter()
-    ev, ev_report = train_evaluator(space, dec, lat, acc, grid, evaluator_cfg,
-                                    embed_dim=budgets.embed_dim, progress=progress_eval)
-    _freeze(ev)
-    reward = evaluator_reward(ev, table, space, generator_cfg.infeasible_penalty)
-    gen, gen_report = train_generator(space, grid, generator_cfg, reward, embed_dim=budgets.embed_dim,
-                                      progress=progress_gen)
-    gc = generator_cfg
-    rounds: list[dict[str, Any]] = []
-    q0 = source.queries if source is not None else 0
-    if gc.refine_rounds > 0 and source is None:
-        from nagkit.errors import BadInputError
-
-        raise BadInputError("generator.refine_rounds > 0 needs the workspace's accuracy source")
-    n_uniform = len(archs)
-    lineage = np.ones(len(archs), dtype=bool)  # uniform data and search finds: the archive's own line
-    for rnd in range(gc.refine_rounds):
-        seen = {str(a) for a in archs}
-        new_archs = _refine_proposals(space, table, ev, gen, grid, gc, rnd, seen)
-        if new_archs:
-            archs += new_archs
-            lat = np.concatenate([lat, table.predict_many(space, new_archs)])
-            acc = np.concatenate([acc, source.evaluate(new_archs)])
-            lineage = np.r_[lineage, np.zeros(len(new_archs), dtype=bool)]
-        if gc.refine_search_queries > 0:
-            # seeded from the uniform data and earlier finds only: the generator's refinement archs
-            # would pull every search into the generator's own basin (docs/decisions.md 15)
-            idx = np.flatnonzero(lineage)
-            s_archs, s_lat, s_acc = _search_proposals(space, table, source, [archs[j] for j in idx], lat[idx],
-                                                      acc[idx], grid, gc, rnd, seen)
-            new_archs = new_archs + s_archs
-            archs += s_archs
-            lat = np.concatenate([lat, s_lat])
-            acc = np.concatenate([acc, s_acc])
-            lineage = np.r_[lineage, np.ones(len(s_archs), dtype=bool)]
-        dec = from_archs(space, archs)
-        ev, ev_r = train_evaluator(space, dec, lat, acc, grid, evaluator_cfg, embed_dim=budgets.embed_dim,
-                                   model=ev, epochs=gc.refine_epochs, seed_offset=1 + rnd,
-                                   repeat=np.where(np.arange(len(archs)) < n_uniform, 1, gc.refine_oversample))
-        _freeze(ev)
-        gen, gen_r = train_generator(space, grid, gc, evaluator_reward(ev, table, space, gc.infeasible_penalty),
-                                     embed_dim=budgets.embed_dim, gen=gen, steps=gc.refine_steps,
-                                     seed_offset=1 + rnd)
-        rounds.append({"round": rnd + 1, "new_archs": len(new_archs), "dataset_size": len(archs),
-                       "holdout": ev_r.get("holdout", {}).get("mean_kendall_tau"),
-                       "final_reward": gen_r["history"][-1]["reward"] if gen_r["history"] else None})
-        if log:
-            log(f"refinement round {rnd + 1}/{gc.refine_rounds}: +{len(new_archs)} archs")
-    archive = None
-    if gc.refine_search_queries > 0:  # the frontier archive (docs/decisions.md 15)
-        from nagkit.nag.archive import Archive
-
-        idx = np.flatnonzero(lineage)
-        archive = Archive.from_arrays(space, [archs[j] for j in idx], lat[idx], acc[idx], gc.refine_search_seeds)
-    report = {"grid_ms": list(grid.values), "evaluator": ev_report, "generator": gen_report,
-              "refinement": rounds, "archive": archive,
-              "refinement_queries": (source.queries - q0) if source is not None else 0,
-              "seconds": time.perf_counter() - t0, "torch_threads": torch.get_num_threads()}
-    return ev, gen, report
-
-
-def _search_proposals(space, table, source, archs, lat, acc, grid, gc, rnd: int, seen: set[str]):
-    """Archs found by the accuracy-source-guided local search at ``refine_budgets`` budgets of
-    the grid, started from the data's ``refine_search_seeds`` most accurate archs within each
-    (their accuracies are known: no query), with their table latency and (queried, counted)
-    accuracy; archs already in the data are left out."""
-    from nagkit.nag.archive import Archive
-    from nagkit.nag.local import DecisionAccuracy, DecisionLatency, source_search
-
-    budgets = grid.stratified(gc.refine_budgets, np.random.default_rng(gc.seed + 2000 + rnd), gc.refine_search_from)
-    k = gc.refine_search_seeds
-    seed_dec, grp, seed_acc = Archive.from_arrays(space, archs, lat, acc, k).seeds(budgets, k)
-    if not len(grp):
-        return [], np.zeros(0), np.zeros(0)
-    d, g, a, lt, _ = source_search(space, seed_dec, grp, seed_acc, budgets, DecisionLatency(table, space),
-                                   DecisionAccuracy(source, space), rounds=gc.refine_search_rounds,
-                                   queries=gc.refine_search_queries, parents=8, children=100, seed=gc.seed + 2000 + rnd,
-                                   max_changes=3, repair=4, screen=10)
-    n0 = len(grp)
-    out, out_lat, out_acc = [], [], []
-    for arch, la, ac in zip(d.select(np.arange(n0, len(g))).to_archs(space), lt[n0:], a[n0:]):
-        key = str(arch)
-        if key not in seen:
-            seen.add(key)
-            out.append(arch)
-            out_lat.append(la)
-            out_acc.append(ac)
-    return out, np.asarray(out_lat, dtype=np.float64), np.asarray(out_acc, dtype=np.float64)
-
-
-def _refine_proposals(space, table, ev, gen, grid, gc, rnd: int, seen: set[str]) -> list:
-    """Archs to query in a refinement round: for ``refine_budgets`` budgets, the evaluator's top
-    unique feasible archs among ``refine_pool`` generator samples (at ``refine_temperature``),
-    refined by ``refine_local_rounds`` rounds of evaluator-guided local search when > 0, that
-    are not in the data yet; ``refine_samples`` in all."""
-    from nagkit.nag.generator import sample_archs
-
-    rng = np.random.default_rng(gc.seed + 1000 + rnd)
-    budgets = grid.stratified(gc.refine_budgets, rng)
-    dec, bud = sample_archs(gen, budgets, gc.refine_pool, seed=gc.seed + 1000 + rnd, temperature=gc.refine_temperature)
-    per = max(1, gc.refine_samples // gc.refine_budgets)
-    if gc.refine_local_rounds > 0:
-        from nagkit.nag.local import DecisionLatency, _rank_in_groups, fitness_of, local_search, seed_niches
-
-        def score_fn(d, lat, b):
-            with torch.no_grad():
-                return ev.score(ev.features(d, lat), torch.from_numpy(np.asarray(b)).float()).numpy()
-
-        grp = np.repeat(np.arange(len(budgets)), gc.refine_pool)
-        dec, sub, nn = seed_niches(space, dec, grp, gc.refine_niches)
-        dec, sub, lat, sc = local_search(space, dec, sub, np.repeat(budgets, nn), score_fn,
-                                         DecisionLatency(table, space), rounds=gc.refine_local_rounds,
-                                         children=max(1, gc.refine_pool // nn), parents=max(2, 20 // nn),
-                                         prob=0.1, keep=max(2, 4 * per // nn), seed=gc.seed + 1000 + rnd)
-        grp = sub // nn
-        fit = fitness_of(sc, lat, budgets[grp])
-        rank = _rank_in_groups(sub, fit) * nn + sub % nn  # the niches' best in turn
-        out = []
-        for i in range(len(budgets)):
-            sel = np.flatnonzero((grp == i) & (lat <= budgets[i]))
-            sel = sel[np.argsort(rank[sel], kind="stable")]
-            took = 0
-            for j, a in zip(sel, dec.select(sel).to_archs(space)):
-                if took >= per:
-                    break
-                key = str(a)
-                if key not in seen:
-                    seen.add(key)
-                    out.append(a)
-                    took += 1
-        return out
-    archs = dec.to_archs(space)
-    lat = table.predict_many(space, archs)
-    with torch.no_grad():
-        sc = ev.score(ev.features(dec, lat), torch.from_numpy(bud).float()).numpy()
-    out = []
-    for i in range(len(budgets)):
-        sl = np.arange(i * gc.refine_pool, (i + 1) * gc.refine_pool)
-        order = sl[np.argsort(-np.where(lat[sl] <= bud[sl], sc[sl], -np.inf), kind="stable")]
-        took = 0
-        for j in order:
-            if took >= per or lat[j] > bud[j]:
-                break
-            key = str(archs[j])
-            if key not in seen:
-                seen.add(key)
-                out.append(archs[j])
-                took += 1
-    return out
-
-
-def _freeze(model: torch.nn.Module) -> None:
-    model.eval()
-    for p in model.parameters():
-        p.requires_grad_(False)
+def train_generator(space: SearchSpace, grid: BudgetGrid, cfg: GeneratorConfig, evaluator: Evaluator,
+                    latency: SlotLatency, archive: Archive, embed_dim: int, progress: Progress | None = None):
+    """Step 4: imitation of the archive, then REINFORCE on the evaluator's reward. The report
+    is attached as ``generator.report``."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        gen = Generator(space, grid, cfg, embed_dim).bind(latency)
+    im = imitate(gen, archive.targets(grid.lo, grid.hi, cfg.imitation_top), cfg, cfg.seed,
+                 progress=(lambda d, t, _l: progress("generator imitation", d, t)) if progress else None)
+    rl = reinforce(gen, (grid.lo, grid.hi), cfg, evaluator_reward(evaluator, latency, cfg.reward, cfg.reward_coef),
+                   cfg.seed + 1, progress=(lambda d, t, _r: progress("generator REINFORCE", d, t)) if progress else None)
+    gen.report = {"imitation": im, "reinforce": rl}
+    return gen
 
 
 # -- artifacts ---------------------------------------------------------------------------
@@ -235,7 +153,8 @@ def _json_path(pt: Path) -> Path:
     return pt.with_suffix(".json")
 
 
-def save_model(path: str | Path, model: torch.nn.Module, provenance: dict[str, Any], report: dict[str, Any]) -> None:
+def save_model(path: str | Path, model: torch.nn.Module, provenance: dict[str, Any], report: dict[str, Any]) -> str:
+    """Write ``X.pt`` and ``X.json`` atomically; returns the sha256 of ``X.pt``."""
     from nagkit import __version__
 
     path = Path(path)
@@ -244,19 +163,29 @@ def save_model(path: str | Path, model: torch.nn.Module, provenance: dict[str, A
             "report": report}
     atomic_torch_save(path, {k: v.detach().clone() for k, v in model.state_dict().items()})
     atomic_write_json(_json_path(path), meta)
+    return sha256_file(path)
 
 
-def save_archive(ws, archive, source, provenance: dict[str, Any]) -> Path:
-    """Write the frontier archive artifact of ``ws`` (dataset format; docs/decisions.md 15)."""
-    from nagkit.data.dataset import make_header
+def save_trained(trained: Trained, paths: dict[str, Path], provenance: dict[str, Any], archive_header: dict) -> None:
+    """Evaluator first, then the archive and the generator, both recording the evaluator's
+    sha256 (a crash in between leaves a set that loading refuses, never a silent mix)."""
+    ev_sha = save_model(paths["evaluator"], trained.evaluator, provenance, trained.report["evaluator"])
+    prov = {**provenance, "evaluator_sha256": ev_sha}
+    header = {**archive_header, "archive": {**archive_header.get("archive", {}), "evaluator_sha256": ev_sha}}
+    trained.archive.save(paths["archive"], trained.evaluator.space, header)
+    rep = {k: v for k, v in trained.report.items() if k != "evaluator"}
+    save_model(paths["generator"], trained.generator, prov, rep)
 
-    header = make_header(ws.space, ws.latency_table_provenance(), source.provenance(), ws.seed)
-    header["sampling"] = ("frontier archive: the archs among the refine_search_seeds most accurate of the "
-                          "training data within their own latency (nagkit train)")
-    header["archive"] = {"k": ws.generator_config.refine_search_seeds, "rows": len(archive),
-                         "dataset_sha256": provenance.get("dataset_sha256"),
-                         "accuracy_queries": provenance.get("accuracy_queries")}
-    return archive.save(ws.artifact_path("archive"), ws.space, header)
+
+def check_pair(evaluator_path: Path, generator_meta: dict, archive_header: dict | None = None) -> None:
+    """Refuse a generator (or archive) trained with another evaluator than ``evaluator_path``."""
+    want = generator_meta.get("provenance", {}).get("evaluator_sha256")
+    have = sha256_file(evaluator_path)
+    arch_sha = (archive_header or {}).get("archive", {}).get("evaluator_sha256", want)
+    if want != have or arch_sha != have:
+        raise ArtifactError(f"the generator and evaluator in {str(Path(evaluator_path).parent)!r} come from "
+                            "different training runs (an interrupted `nagkit train`?)",
+                            hint="retrain with `nagkit train --workspace W`")
 
 
 def load_model(path: str | Path, kind: str, space: SearchSpace | None = None):
@@ -269,11 +198,12 @@ def load_model(path: str | Path, kind: str, space: SearchSpace | None = None):
                             hint="train it with `nagkit train --workspace W`")
     try:
         meta = json.loads(jp.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ArtifactError(f"{str(jp)!r} is corrupt ({e.msg}); retrain with `nagkit train`") from None
-    if meta.get("schema") != ARTIFACT_SCHEMA or meta.get("kind") != kind:
-        raise ArtifactError(f"{str(jp)!r} is not a nagkit {kind} (schema {ARTIFACT_SCHEMA}); "
-                            f"found kind {meta.get('kind')!r} schema {meta.get('schema')!r}",
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ArtifactError(f"{str(jp)!r} is corrupt ({str(e)[:80]})", hint="retrain with `nagkit train`") from None
+    if not isinstance(meta, dict) or meta.get("schema") != ARTIFACT_SCHEMA or meta.get("kind") != kind:
+        got = (meta.get("kind"), meta.get("schema")) if isinstance(meta, dict) else (None, None)
+        raise ArtifactError(f"{str(jp)!r} is not a nagkit {kind} of schema {ARTIFACT_SCHEMA} "
+                            f"(found kind {got[0]!r}, schema {got[1]!r})",
                             hint="retrain with `nagkit train --workspace W`")
     sp = SearchSpace.from_dict(meta["space"])
     if space is not None and sp != space:
@@ -288,7 +218,7 @@ def load_model(path: str | Path, kind: str, space: SearchSpace | None = None):
         sd = torch.load(path, map_location="cpu", weights_only=True)
         model.load_state_dict(sd, strict=True)
     except Exception as e:  # noqa: BLE001 - a truncated or foreign file
-        raise CheckpointError(f"cannot load {kind} weights {str(path)!r}: {str(e).splitlines()[0]}",
+        raise CheckpointError(f"cannot load {kind} weights {str(path)!r}: {str(e).splitlines()[0][:120]}",
                               hint="retrain with `nagkit train --workspace W`") from None
     model.eval()
     for p in model.parameters():

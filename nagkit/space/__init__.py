@@ -2,10 +2,10 @@
 
 from nagkit.space.arch import Arch
 from nagkit.space.presets import SPACES, get_space, list_spaces
-from nagkit.space.sampling import crossover, mutate, sample, sample_many
+from nagkit.space.sampling import crossover_arch, mutate_arch, sample, sample_many
 from nagkit.space.space import LayerSpec, SearchSpace, conv_out, make_divisible
 
 __all__ = [
-    "Arch", "SPACES", "get_space", "list_spaces", "sample", "sample_many", "mutate", "crossover",
+    "Arch", "SPACES", "get_space", "list_spaces", "sample", "sample_many", "mutate_arch", "crossover_arch",
     "LayerSpec", "SearchSpace", "conv_out", "make_divisible",
 ]

@@ -5,7 +5,7 @@ import pytest
 
 from nagkit.errors import ArchError, UnknownNameError
 from nagkit.space import Arch, get_space, list_spaces
-from nagkit.space.sampling import crossover, mutate, sample, sample_many
+from nagkit.space.sampling import crossover_arch as crossover, mutate_arch as mutate, sample, sample_many
 
 W10 = get_space("ofa-mbv3-w1.0")
 W12 = get_space("ofa-mbv3-w1.2")
