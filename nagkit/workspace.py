@@ -232,6 +232,18 @@ def _load_file(path: Path) -> Workspace:
         from nagkit.space.presets import get_space
 
         space = get_space(space_v)
+    elif isinstance(space_v, dict) and "preset" in space_v:  # a preset with some fields changed
+        from nagkit.space.presets import get_space
+
+        over = {k: v for k, v in space_v.items() if k != "preset"}
+        if not isinstance(space_v["preset"], str):
+            raise BadInputError(f"{where}: [space] preset must be a space name, got {str(space_v['preset'])[:40]!r}")
+        base = get_space(space_v["preset"]).to_dict()
+        bad = sorted(set(over) - set(base))
+        if bad:
+            raise BadInputError(f"{where}: unknown [space] field(s) {', '.join(map(repr, bad))}; valid: "
+                                f"preset, {', '.join(sorted(base))}")
+        space = SearchSpace.from_dict({**base, **over})
     elif isinstance(space_v, dict):
         space = SearchSpace.from_dict(space_v)
     else:
