@@ -28,14 +28,13 @@ labelled synthetic models of :mod:`nagkit.data.synthetic` (tests, demos).
 
 from __future__ import annotations
 
-import difflib
 import tomllib
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from nagkit.errors import ArtifactError, BadInputError, reject_unknown_keys
+from nagkit.errors import ArtifactError, BadInputError, did_you_mean, reject_unknown_keys
 from nagkit.nag.config import (BudgetConfig, EvaluatorConfig, GeneratorConfig, InferenceConfig,
                                config_from_dict)
 from nagkit.space.space import SearchSpace
@@ -203,10 +202,9 @@ def load_workspace(name_or_path: str | Path | Workspace | None) -> Workspace:
     presets = list_presets()
     if text in presets:
         return _load_file(PRESETS_DIR / text / CONFIG_NAME)
-    close = difflib.get_close_matches(text, presets, n=2, cutoff=0.5)
     msg = f"workspace {text!r} is neither a folder nor a preset"
-    if close:
-        msg += f"; did you mean {' or '.join(repr(c) for c in close)}?"
+    if dym := did_you_mean(text, presets, n=2, cutoff=0.5):
+        msg += f"; {dym}"
     msg += f" Presets: {', '.join(presets) or '(none)'}"
     raise BadInputError(msg, hint=f"use a preset, or create one: mkdir -p {text} && cp "
                                   f"{PRESETS_DIR / 'ofa-note10' / CONFIG_NAME} {text}/ (then edit it)")

@@ -44,10 +44,9 @@ _OPTIONS = {"data_dir": None, "split": "val", "n_val": 5000, "val_seed": 0, "cal
 def check_options(options: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
-        import difflib
+        from nagkit.errors import did_you_mean
 
-        parts = [u + (f" (did you mean {c[0]!r}?)" if (c := difflib.get_close_matches(u, _OPTIONS, n=1)) else "")
-                 for u in unknown]
+        parts = [u + (f" ({dym})" if (dym := did_you_mean(u, _OPTIONS)) else "") for u in unknown]
         raise BadInputError(f"unknown supernet accuracy option(s) {', '.join(parts)}; valid: {', '.join(_OPTIONS)}")
     out = {**_OPTIONS, **{k: v for k, v in options.items() if v is not None}}
     if not isinstance(out["eval_images"], int) or out["eval_images"] < 0:

@@ -20,7 +20,6 @@ Nothing heavy is imported here: runtimes, torch and adb-shell load with their de
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import logging
 import os
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from nagkit.devices.base import Device, MeasureConfig
-from nagkit.errors import BadInputError, DeviceError, NagkitError, UnknownNameError
+from nagkit.errors import BadInputError, DeviceError, NagkitError, UnknownNameError, did_you_mean
 
 log = logging.getLogger(__name__)
 
@@ -329,10 +328,9 @@ def _measure_config(value: Any, where: str) -> MeasureConfig:
 
 def _unknown_key(key: str, valid: Iterable[str], what: str, where: str) -> BadInputError:
     valid = sorted(valid)
-    close = difflib.get_close_matches(key, valid, n=2, cutoff=0.5)
     msg = f"unknown {what} {key!r} in {where}"
-    if close:
-        msg += f"; did you mean {' or '.join(repr(c) for c in close)}?"
+    if dym := did_you_mean(key, valid, n=2, cutoff=0.5):
+        msg += f"; {dym}"
     msg += f" Valid: {', '.join(valid)}"
     return BadInputError(msg, hint=HINT)
 

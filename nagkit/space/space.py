@@ -175,10 +175,10 @@ class SearchSpace:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - names)
         if unknown:
-            import difflib
+            from nagkit.errors import did_you_mean
 
-            sugg = {u: difflib.get_close_matches(u, names, n=1) for u in unknown}
-            msg = ", ".join(f"{u!r}" + (f" (did you mean {s[0]!r}?)" if s else "") for u, s in sugg.items())
+            sugg = {u: did_you_mean(u, names) for u in unknown}
+            msg = ", ".join(f"{u!r}" + (f" ({s})" if s else "") for u, s in sugg.items())
             raise BadInputError(f"unknown space field(s) {msg}; valid fields: {', '.join(sorted(names))}")
         kw = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()}
         return cls(**kw)
