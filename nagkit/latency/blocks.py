@@ -23,7 +23,8 @@ from typing import Any
 from nagkit.errors import BadInputError
 from nagkit.latency.keys import block_key
 from nagkit.space.arch import Arch
-from nagkit.space.space import LayerSpec, SearchSpace
+from nagkit.space.layers import LayerSpec, layer_input_shape
+from nagkit.space.space import SearchSpace
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +60,6 @@ def unique_layers(space: SearchSpace, resolutions: Iterable[int] | None = None) 
         for layer in first[n_head + space.n_block_slots:]:
             out.setdefault(block_key(layer), layer)
     return out
-
-
-def layer_input_shape(layer: LayerSpec) -> tuple[int, ...]:
-    """NCHW input of the one-layer model (classifier/feature mix take [1, C, 1, 1] too)."""
-    return (1, layer.cin, layer.in_hw, layer.in_hw)
 
 
 def build_block(layer: LayerSpec, seed: int = 0):
