@@ -203,7 +203,7 @@ def build(budget_ms: float, *, workspace=None, device_spec: str | None = None, f
                 if recalibrate:  # the exported model is the one whose accuracy was measured
                     from nagkit.supernet.finetune import recalibrate_subnet
 
-                    sub = recalibrate_subnet(ws, sub)
+                    sub = recalibrate_subnet(sub, space, _split(ws))
                 timings["extract"] = timings.get("extract", 0.0) + time.perf_counter() - t
                 if finetune:
                     t = time.perf_counter()
@@ -270,10 +270,18 @@ def build(budget_ms: float, *, workspace=None, device_spec: str | None = None, f
             dev.close()
 
 
-def _finetune(ws, sub, epochs: int, seed: int):
+def _split(ws):
+    """The images the workspace's ``supernet:`` accuracy source recalibrates and validates on."""
+    from nagkit.data.supernet_acc import split_settings
+
     try:
-        from nagkit.supernet.train import finetune_subnet
-    except ImportError:
-        raise BadInputError(f"--finetune is not supported for workspace {ws.name!r} in this build",
-                            hint="drop --finetune") from None
-    return finetune_subnet(ws, sub, epochs=epochs, seed=seed)
+        ckpt = ws.supernet_path()
+    except Exception:  # noqa: BLE001 - a workspace without weights
+        ckpt = None
+    return split_settings(ws.accuracy_options, ckpt)
+
+
+def _finetune(ws, sub, epochs: int, seed: int):
+    from nagkit.supernet.finetune import finetune_subnet
+
+    return finetune_subnet(sub, ws.space, _split(ws), epochs=epochs, seed=seed)

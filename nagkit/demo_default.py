@@ -33,7 +33,7 @@ def litert_test_accuracy(model_path: Path, space, r: int, limit: int | None = No
     """Top-1 of a batch-1 TFLite model on the Fashion-MNIST test set with LiteRT."""
     import numpy as np
 
-    from nagkit.data.fmnist import load_split, preprocess
+    from nagkit.images.fmnist import load_split, preprocess
     from nagkit.export.runtime import load_model
 
     x, y = load_split("test")

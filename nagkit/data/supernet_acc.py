@@ -26,7 +26,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,7 @@ class _Worker:
     def __init__(self, ckpt: str, space_dict: dict[str, Any], opts: dict[str, Any], device: str):
         import torch
 
-        from nagkit.data.fmnist import load_splits
+        from nagkit.images.fmnist import load_splits
         from nagkit.supernet.checkpoint import load_supernet
 
         if device == "cpu":  # one thread by default: much faster on a shared, busy CPU
@@ -234,12 +234,26 @@ def _training_split(ckpt: str) -> dict[str, Any]:
     from nagkit.errors import ArtifactError
 
     try:
-        from nagkit.supernet.train import read_train_meta
+        from nagkit.supernet.train_config import read_train_meta
 
         data = read_train_meta(ckpt).get("data", {})
     except ArtifactError:
         return {}
     return {k: data[k] for k in ("n_val", "val_seed") if k in data}
+
+
+def split_settings(options: Mapping[str, Any] | None = None, ckpt: str | os.PathLike | None = None):
+    """The images the ``supernet:`` source recalibrates BN on and validates with, for
+    ``options`` (a workspace's ``accuracy_options``; other keys ignored) and the split recorded
+    in ``ckpt`` (a checkpoint of ``nagkit supernet train``), as a
+    :class:`~nagkit.images.fmnist.SplitSettings` (what :mod:`nagkit.supernet.finetune` takes)."""
+    from nagkit.images.fmnist import SplitSettings
+
+    o = {**_OPTIONS, **{k: v for k, v in dict(options or {}).items() if k in _OPTIONS}}
+    if ckpt:
+        o.update(_training_split(str(ckpt)))
+    return SplitSettings(data_dir=o["data_dir"], n_val=o["n_val"], val_seed=o["val_seed"],
+                         calib_images=o["calib_images"], calib_seed=o["calib_seed"])
 
 
 def make_evaluate_fn(ckpt: Path, space: SearchSpace, options: dict[str, Any]) -> SupernetEvaluator:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from nagkit.data.accuracy import open_accuracy_source
-from nagkit.data.fmnist import FILES
+from nagkit.images.fmnist import FILES
 from nagkit.data.supernet_acc import SupernetEvaluator, read_results
 from nagkit.errors import ArtifactError, BadInputError
 from nagkit.io import atomic_torch_save
