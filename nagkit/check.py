@@ -47,7 +47,7 @@ def measure_config(runs: int | None) -> MeasureConfig | None:
 
 
 def _model_shape(path: Path) -> list[int]:
-    from nagkit.export.runtime import load_model
+    from nagkit.runtimes.models import load_model
 
     m = load_model(path)
     shape = m.describe().get("input_shape")

@@ -34,7 +34,7 @@ def litert_test_accuracy(model_path: Path, space, r: int, limit: int | None = No
     import numpy as np
 
     from nagkit.images.fmnist import load_split, preprocess
-    from nagkit.export.runtime import load_model
+    from nagkit.runtimes.models import load_model
 
     x, y = load_split("test")
     if limit:

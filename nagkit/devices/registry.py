@@ -517,10 +517,10 @@ def list_devices(*, adb: bool = True, cuda: bool = True) -> list[dict[str, Any]]
     """What is reachable from here, one row per device/runtime/profile/plugin. Each row has
     ``spec`` (what to pass to ``--device``), ``kind``, ``available`` and details. Nothing is
     started except ``adb devices`` when the adb client exists (``adb=False`` skips it)."""
-    from nagkit.devices.cpu import runtime_versions
+    from nagkit.runtimes import versions
 
     rows: list[dict[str, Any]] = []
-    runtimes = runtime_versions()
+    runtimes = versions.runtime_status()
     gpus: list[dict[str, Any]] | None = None
     for name, rv in runtimes.items():
         row = {"spec": "cpu" if name == "litert" else f"cpu:runtime={name}", "kind": "cpu", "runtime": name,

@@ -392,7 +392,7 @@ def verify_bundle(bundle: Bundle | str | os.PathLike, module=None, *, seed: int 
     they match each other. Raises ArtifactError / ParityError; returns what was checked.
     """
     from nagkit.export.parity import DEFAULT_RTOL, check_parity, compare, seeded_inputs
-    from nagkit.export.runtime import load_model
+    from nagkit.runtimes.models import load_model
 
     rtol = DEFAULT_RTOL if rtol is None else rtol
     b = bundle if isinstance(bundle, Bundle) else read_bundle(bundle)

@@ -25,9 +25,10 @@ import numpy as np
 
 from nagkit.io import sha256_file
 from nagkit.errors import BadInputError, UnknownNameError
-from nagkit.export.convert import converter_versions, to_onnx, to_tflite
 from nagkit.export.parity import DEFAULT_RTOL, ParityError, ParityResult, check_parity, seeded_inputs
-from nagkit.export.runtime import load_model, runtime_versions
+from nagkit.runtimes.convert import to_onnx, to_tflite
+from nagkit.runtimes.models import load_model
+from nagkit.runtimes.versions import converter_versions, runtime_versions
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ def export_model(
     ``parity_inputs``: inputs to compare on, in addition to the seeded ones (any multiple of
     the batch). Existing ``<stem>.<ext>`` files in ``out_dir`` are replaced only with ``force``.
     Raises :class:`~nagkit.export.parity.ParityError` (exit 1) on a mismatch and
-    :class:`~nagkit.export.convert.ConversionError` (exit 3) when a converter fails.
+    :class:`~nagkit.runtimes.convert.ConversionError` (exit 3) when a converter fails.
     """
     import torch
 

@@ -369,16 +369,16 @@ def test_adb_profile_goes_to_the_adb_device_with_its_keys(tmp_path):
 
 
 def test_profiles_of_missing_runtimes_are_listed_as_unreachable(monkeypatch):
-    from nagkit.devices import cpu
+    from nagkit.runtimes import versions
 
-    real = cpu.runtime_versions
+    real = versions.runtime_status
 
     def without_litert():  # test double: this machine as if LiteRT were not installed (the GPU machine)
         rows = real()
         rows["litert"] = {"available": False, "package": "ai-edge-litert", "version": None}
         return rows
 
-    monkeypatch.setattr(cpu, "runtime_versions", without_litert)
+    monkeypatch.setattr(versions, "runtime_status", without_litert)
     rows = {r["spec"]: r for r in list_devices(adb=False, cuda=False)}
     assert not rows["cpu"]["available"] and rows["cpu"]["install"] == "pip install ai-edge-litert"
     assert not rows["cpu-litert-1t"]["available"] and "litert is not installed" in rows["cpu-litert-1t"]["note"]

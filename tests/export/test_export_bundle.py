@@ -17,7 +17,7 @@ from nagkit.export.bundle import (RANDOM_INIT_NOTE, make_manifest, read_bundle, 
 from nagkit.export.parity import ParityError
 from nagkit.supernet import StaticNet
 from nagkit.export.exporter import export_model
-from nagkit.export.runtime import load_model
+from nagkit.runtimes.models import load_model
 from nagkit.export.schema import MANIFEST_SCHEMA_PATH, Validator, validate_manifest
 
 

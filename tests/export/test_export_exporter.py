@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from nagkit.errors import BadInputError, UnknownNameError, exit_code_for
-from nagkit.export.convert import ConversionError
+from nagkit.runtimes.convert import ConversionError
 from nagkit.export.exporter import export_model, file_sha256, normalize_formats
 from nagkit.export.parity import ParityError, seeded_inputs, tolerance_for
-from nagkit.export.runtime import load_model
+from nagkit.runtimes.models import load_model
 
 
 @pytest.fixture(scope="module")

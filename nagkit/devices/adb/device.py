@@ -268,7 +268,7 @@ class AdbDevice:
             raise BadInputError(f"model file {str(local)!r} does not exist")
         if local.suffix != ".tflite":
             raise BadInputError(f"ADB devices run TFLite models; got {local.name!r}",
-                                hint="export with nagkit.export.convert.to_tflite or `nagkit export --format tflite`")
+                                hint="export with nagkit.runtimes.convert.to_tflite or `nagkit export --format tflite`")
         sha = self._file_sha(local)
         if sha in self._pushed:
             return self._pushed[sha]
