@@ -29,7 +29,7 @@ from typing import Any
 
 from nagkit.devices.base import LatencyStats, MeasureConfig
 from nagkit.devices.measure import LoopResult, stats_from_loop, validate_config
-from nagkit.devices.registry import DeviceSpec, _format_cores
+from nagkit.devices.spec import DeviceSpec, format_cores, parse_cpu_spec
 from nagkit.errors import BadInputError, DeviceError
 from nagkit.runtimes import versions
 from nagkit.runtimes.threads import thread_env
@@ -220,9 +220,7 @@ class CpuDevice:
 
     def __init__(self, spec: DeviceSpec | str = "cpu"):
         if isinstance(spec, str):
-            from nagkit.devices.registry import parse_device_spec
-
-            spec = parse_device_spec(spec)
+            spec = parse_cpu_spec(spec)
         if spec.kind != "cpu":
             raise BadInputError(f"CpuDevice needs a cpu spec, got {spec.source or spec.kind!r}")
         self._spec = spec
@@ -249,7 +247,7 @@ class CpuDevice:
             bad = [c for c in self.cores if c not in allowed]
             if bad:
                 raise BadInputError(f"cores {bad} in {self.spec!r} are not available here; this process may use cores "
-                                    f"{_format_cores(allowed)}", hint="pick cores from that list, e.g. cpu:cores=0")
+                                    f"{format_cores(allowed)}", hint="pick cores from that list, e.g. cpu:cores=0")
         self._worker: _Worker | None = None
         self._runtime_reply: dict[str, Any] | None = None
         self._lock = threading.Lock()
