@@ -18,3 +18,18 @@ def test_unknown_name_error_uses_the_helper():
     assert e.close_matches == close_matches("ofa-mbv3-w1.1", e.options, n=3, cutoff=0.5)
     assert "; did you mean 'ofa-mbv3-w1.2' or 'ofa-mbv3-w1.0'" in e.message and "Valid spaces:" in e.message
     assert exit_code_for(e) == EXIT_BAD_INPUT and exit_code_for(CheckFailedError("x")) == EXIT_CHECK_FAILED
+
+
+def test_no_message_or_hint_in_the_package_names_a_machine_path():
+    """Messages and hints say what to do anywhere, not on the machine nagkit was written on."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "nagkit"
+    bad = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if any(m in node.value for m in ("/work/", "/home/", "/root/", "/Users/")):
+                    bad.append(f"{path.relative_to(root.parent)}:{node.lineno}: {node.value[:80]!r}")
+    assert not bad, "\n".join(bad)
