@@ -54,7 +54,7 @@ def dataset(workspace, n, seed, out, as_json):
     from pathlib import Path
 
     from nagkit.data.dataset import collect, rows_done
-    from nagkit.workspace import load_workspace
+    from nagkit.app.workspace import load_workspace
 
     ws = load_workspace(workspace)
     n = n if n is not None else ws.dataset_settings.n
@@ -94,7 +94,7 @@ def train(workspace, dataset_path, as_json):
     from nagkit.data.dataset import load_dataset
     from nagkit.nag.config import config_to_dict
     from nagkit.nag.train import save_archive, save_model, train_models
-    from nagkit.workspace import load_workspace
+    from nagkit.app.workspace import load_workspace
 
     ws = load_workspace(workspace)
     path = Path(dataset_path) if dataset_path else ws.require_artifact("dataset")
@@ -149,7 +149,7 @@ def train(workspace, dataset_path, as_json):
 def generate(workspace, budgets, samples, rerank, search_queries, top, seed, as_json):
     """The best architecture for each budget (ranked candidates; one batch for all budgets)."""
     from nagkit.nag.infer import generate as run_generate
-    from nagkit.workspace import load_workspace
+    from nagkit.app.workspace import load_workspace
 
     ws = load_workspace(workspace)
     results = run_generate(ws, _parse_budgets(budgets), samples=samples, rerank=rerank, seed=seed, top=top,
@@ -194,7 +194,7 @@ def search(workspace, budget, method, queries, steps, time_limit, patience, seed
 
     from nagkit.search.base import Plateau, SearchProblem, Steps, TimeLimit, make_method, run_search
     from nagkit.search.methods import default_stop
-    from nagkit.workspace import load_workspace
+    from nagkit.app.workspace import load_workspace
 
     ws = load_workspace(workspace)
     table = ws.latency_table
@@ -246,7 +246,7 @@ def compare(workspace, budgets, methods, queries, seeds, rerank, plot_dir, hist_
     """Compare NAG with the baselines: accuracy (from the accuracy source), latency,
     feasibility of 1,000 samples, time, queries, hypervolume; optional plots."""
     from nagkit.search.compare import format_report, run_compare
-    from nagkit.workspace import load_workspace
+    from nagkit.app.workspace import load_workspace
 
     ws = load_workspace(workspace)
     meths = [m.strip() for m in methods.split(",") if m.strip()]

@@ -16,7 +16,7 @@ def supernet() -> None:
 
 
 def _workspace(ref: str | None):
-    from nagkit.workspace import load_workspace
+    from nagkit.app.workspace import load_workspace
 
     return load_workspace(ref if ref is not None else "fmnist")
 

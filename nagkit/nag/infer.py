@@ -96,7 +96,7 @@ class NagModel:
     @classmethod
     def from_workspace(cls, workspace, with_source: bool = True) -> NagModel:
         from nagkit.nag.train import load_model
-        from nagkit.workspace import load_workspace
+        from nagkit.app.workspace import load_workspace
 
         ws = load_workspace(workspace)
         ev, _ = load_model(ws.require_artifact("evaluator"), "evaluator", ws.space)
@@ -337,7 +337,7 @@ def generate(workspace, budgets: Sequence[float], *, samples: int | None = None,
              seed: int = 0, top: int = 10, model: NagModel | None = None,
              search_queries: int | None = None) -> list[BudgetResult]:
     """Ranked candidates for each budget (best first), for `nagkit generate` and `nagkit build`."""
-    from nagkit.workspace import load_workspace
+    from nagkit.app.workspace import load_workspace
 
     ws = load_workspace(workspace)
     model = model or NagModel.from_workspace(ws)
