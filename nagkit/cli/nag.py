@@ -192,7 +192,8 @@ def search(workspace, budget, method, queries, steps, time_limit, patience, seed
     """Run one baseline search for one budget (accuracy from the workspace's source)."""
     import json
 
-    from nagkit.search.base import Plateau, SearchProblem, Steps, TimeLimit, make_method, run_search
+    from nagkit.search.base import Plateau, SearchProblem, Steps, TimeLimit, run_search
+    from nagkit.search.factory import make_method
     from nagkit.search.methods import default_stop
     from nagkit.app.workspace import load_workspace
 
