@@ -291,7 +291,8 @@ class _Build:
 
     def bundle(self, cand, ex, stats, pred: float, pred_raw: float) -> BuildResult:
         """Accuracy (as the options allow), manifest, bundle folder + zip."""
-        from nagkit.export.bundle import make_manifest, write_bundle
+        from nagkit.export.bundle import write_bundle
+        from nagkit.export.manifest import make_manifest
 
         ws, dev, o, arch, res = self.ws, self.dev, self.opts, cand.arch, self.result
         self.attempts.append(Attempt(str(arch), pred, stats.median_ms if stats else None, True))

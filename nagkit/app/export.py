@@ -126,7 +126,7 @@ def export_subnet(space, arch, *, weights: str | None, formats: tuple[str, ...],
         }
         final = res.paths
         if as_bundle:
-            from nagkit.export.bundle import make_manifest
+            from nagkit.export.manifest import make_manifest
 
             manifest = make_manifest(space, arch, export=res, weights_sha256=weights_sha,
                                      weights_source=str(weights) if weights else None)
