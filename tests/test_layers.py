@@ -261,3 +261,21 @@ def test_checker_sees_function_local_and_importlib_imports():
 ])
 def test_cycle_finder(graph, expected):
     assert sorted(cycles(graph)) == expected
+
+
+def test_readme_layout_table_matches_the_folders():
+    """README.md's layout table names every subpackage of nagkit and every top-level folder."""
+    import re
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = text[text.index("## Layout"):text.index("## Where it stands")]
+    named = set(re.findall(r"^\| `([^`]+)`", table, flags=re.M))
+    packages = {f"nagkit/{p.name}/" for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    folders = {f"{p.name}/" for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")
+               and p.name not in ("nagkit", "out", "build", "dist") and not p.name.endswith(".egg-info")}
+    assert packages <= named, sorted(packages - named)
+    assert folders - {"nagkit/"} <= named | {"docs/"}, sorted(folders - named)
+    listed_packages = {n for n in named if n.startswith("nagkit/") and n.endswith("/")}
+    assert listed_packages <= packages, sorted(listed_packages - packages)
+    for p in ("errors", "io", "registry"):
+        assert (PACKAGE / f"{p}.py").is_file() and f"{p}.py`" in table
