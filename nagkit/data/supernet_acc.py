@@ -68,8 +68,9 @@ class _Worker:
         from nagkit.images.fmnist import load_splits
         from nagkit.supernet.checkpoint import load_supernet
 
-        if device == "cpu":  # one thread by default: much faster on a shared, busy CPU
-            torch.set_num_threads(int(opts.get("threads") or 1))
+        # one thread by default on the CPU: much faster on a shared, busy CPU (set per call, so
+        # the process that opened the source keeps its own thread count)
+        self.threads = int(opts.get("threads") or 1) if device == "cpu" else None
         self.space = SearchSpace.from_dict(space_dict)
         self.device = torch.device(device)
         self.net = load_supernet(ckpt, self.space).to(self.device)
@@ -97,6 +98,12 @@ class _Worker:
             self.scratch = copy.deepcopy(self.net).set_fixed_shape(True)
 
     def __call__(self, arch_strings: Sequence[str]) -> list[float]:
+        from nagkit.runtimes.threads import torch_threads
+
+        with torch_threads(self.threads):
+            return self._evaluate(arch_strings)
+
+    def _evaluate(self, arch_strings: Sequence[str]) -> list[float]:
         from nagkit.supernet.evaluate import subnet_accuracy, subnet_accuracy_fixed
 
         if self.scratch is not None:
@@ -128,6 +135,7 @@ class SupernetEvaluator:
     def __init__(self, ckpt: str | os.PathLike, space: SearchSpace, options: dict[str, Any] | None = None):
         self.ckpt = str(ckpt)
         self.space = space
+        self._sha: str | None = None
         options = {k: v for k, v in dict(options or {}).items() if v is not None}
         split = _training_split(self.ckpt)
         for k, v in split.items():  # validate on images the supernet did not train on
@@ -150,7 +158,7 @@ class SupernetEvaluator:
     def _key_fields(self) -> dict[str, Any]:
         from nagkit.supernet.checkpoint import sha256_file
 
-        if not hasattr(self, "_sha"):
+        if self._sha is None:
             self._sha = sha256_file(self.ckpt)
         o = self.opts
         return {"ckpt_sha256": self._sha, "split": o["split"], "n_val": o["n_val"], "val_seed": o["val_seed"],

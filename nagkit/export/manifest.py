@@ -53,7 +53,7 @@ def make_manifest(
         accuracy = None  # unknown (e.g. a fallback candidate without an estimate): recorded as null
     if accuracy is not None and not accuracy_source:
         raise BadInputError("an accuracy needs its source (e.g. 'supernet eval, ImageNet val 10k')")
-    if measured is not None and hasattr(measured, "to_dict"):
+    if measured is not None and not isinstance(measured, Mapping):  # a LatencyStats
         measured = measured.to_dict()
     labels = list(labels) if labels is not None else (list(space.labels) or None)
     m: dict[str, Any] = {
