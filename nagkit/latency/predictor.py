@@ -8,7 +8,7 @@ table, latency is additive per block slot given the resolution, so an arch's pre
 candidates at once and to know the cheapest completion of a partial arch.
 
 :class:`nagkit.latency.table.LatencyTable` is a slot predictor; the synthetic MACs model
-(:class:`nagkit.data.synthetic.MacsLatencyTable`) is a plain one.
+(:class:`nagkit.data.synthetic.MacsLatencyTable`) is at least a plain one.
 """
 
 from __future__ import annotations
