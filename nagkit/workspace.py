@@ -5,6 +5,9 @@ benchmarks/nag, which the NAG v2 rewrite updates); nothing in ``nagkit`` imports
 then.
 """
 
-from nagkit.app.workspace import (  # noqa: F401 - the names old code imports
+from nagkit.app.workspace import (
     CONFIG_NAME, DEFAULT_PRESET, PRESETS_DIR, REPO_ROOT, DatasetSettings, Workspace, list_presets, load_workspace,
 )
+
+__all__ = ["CONFIG_NAME", "DEFAULT_PRESET", "PRESETS_DIR", "REPO_ROOT", "DatasetSettings", "Workspace", "list_presets",
+           "load_workspace"]
