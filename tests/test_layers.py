@@ -48,7 +48,7 @@ MAX_FUNCTION_LINES = 80
 # Violations inside nagkit/nag/ that the NAG v2 rewrite (issue 11) removes; the lead engineer
 # empties this list there. Nothing outside nagkit/nag/ may be listed here.
 PENDING_NAG_V2 = {
-    # nag -> app: NagModel.from_workspace and load_nag_model open a workspace
+    # nag -> app: NagModel.from_workspace and generate() (nag/infer.py) open a workspace by name
     "imports": {
         ("nagkit.nag.infer", "nagkit.app.workspace"),
     },
