@@ -29,7 +29,7 @@ system:
 setup: system $(STAMP)
 
 demo: setup
-	$(BIN)/python -m nagkit.demo
+	$(BIN)/python -m nagkit.cli.demo
 
 test: setup
 	$(BIN)/python -m pytest -q

@@ -37,15 +37,32 @@ class BadInputError(NagkitError, ValueError):
     exit_code = EXIT_BAD_INPUT
 
 
+def close_matches(name: object, options: Iterable[str], *, n: int = 1, cutoff: float = 0.6) -> list[str]:
+    """Up to ``n`` of ``options`` that look like ``name``, best first (the one place nagkit
+    asks :mod:`difflib`)."""
+    return difflib.get_close_matches(str(name), [str(o) for o in options], n=n, cutoff=cutoff)
+
+
+def did_you_mean(name: object, options: Iterable[str], *, n: int = 1, cutoff: float = 0.6) -> str:
+    """``"did you mean 'a' or 'b'?"`` for the options close to ``name``, or ``""`` when none is.
+
+    Every did-you-mean in nagkit's messages comes from here::
+
+        msg = f"unknown key {key!r}" + (f"; {dym}" if (dym := did_you_mean(key, valid)) else "")
+    """
+    close = close_matches(name, options, n=n, cutoff=cutoff)
+    return f"did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
 class UnknownNameError(BadInputError, KeyError):
     """A name missing from a registry; the message lists close matches and the options."""
 
     def __init__(self, kind: str, name: str, options: Iterable[str], *, hint: str | None = None):
         options = sorted(options)
-        close = difflib.get_close_matches(str(name), options, n=3, cutoff=0.5)
+        close = close_matches(name, options, n=3, cutoff=0.5)
         msg = f"unknown {kind} {name!r}"
         if close:
-            msg += f"; did you mean {' or '.join(repr(c) for c in close)}?"
+            msg += f"; {did_you_mean(name, options, n=3, cutoff=0.5)}"
         msg += f" Valid {kind}s: {', '.join(options) if options else '(none registered)'}"
         super().__init__(msg, hint=hint)
         self.name = name
@@ -118,6 +135,6 @@ def reject_unknown_keys(given: Iterable[str], valid: Iterable[str], where: str) 
     if unknown:
         parts = []
         for u in unknown:
-            close = difflib.get_close_matches(u, valid, n=1)
-            parts.append(repr(u) + (f" (did you mean {close[0]!r}?)" if close else ""))
+            dym = did_you_mean(u, valid)
+            parts.append(repr(u) + (f" ({dym})" if dym else ""))
         raise BadInputError(f"unknown key(s) {', '.join(parts)} in {where}; valid keys: {', '.join(valid)}")

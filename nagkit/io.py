@@ -46,6 +46,21 @@ def atomic_torch_save(path: str | os.PathLike, obj: Any) -> Path:
     return atomic_write_bytes(path, buf.getvalue())
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it (``Umask:`` in /proc/self/status on
+    Linux). Elsewhere the set-and-restore idiom is the last resort (it briefly changes a
+    process-wide setting, so it is not used where /proc answers)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     """Hex sha256 of a file, read in chunks (the one hashing helper used everywhere)."""
     import hashlib

@@ -20,7 +20,7 @@ SCRIPT = ROOT / "examples" / "ci" / "check-latency.sh"
 def small_tflite(tmp_path_factory):
     import torch
 
-    from nagkit.export.convert import to_tflite
+    from nagkit.runtimes.convert import to_tflite
 
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),

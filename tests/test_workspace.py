@@ -8,7 +8,7 @@ import pytest
 
 from nagkit.data.synthetic import tiny_workspace_toml
 from nagkit.errors import BadInputError
-from nagkit.workspace import REPO_ROOT, list_presets, load_workspace
+from nagkit.app.workspace import REPO_ROOT, list_presets, load_workspace
 
 
 def write_ws(tmp_path: Path, text: str) -> Path:

@@ -29,14 +29,15 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     from nagkit import __version__
-    from nagkit.build import build
+    from nagkit.app.build import BuildOptions, build
 
     rows = []
     load0 = os.getloadavg()
     for b in [float(x) for x in a.budgets.split(",")]:
         with tempfile.TemporaryDirectory() as d:
             t = time.perf_counter()
-            r = build(b, workspace=a.workspace, device_spec="cpu", formats="tflite,onnx", out=Path(d) / "bundle")
+            r = build(b, workspace=a.workspace,
+                      options=BuildOptions(device_spec="cpu", formats="tflite,onnx", out=Path(d) / "bundle"))
             wall = time.perf_counter() - t
         rows.append({"budget_ms": b, "wall_s": round(wall, 2), "phases_s": {k: round(v, 3) for k, v in r.timings_s.items()},
                      "arch": r.arch, "predicted_ms": r.predicted_ms, "measured_median_ms": r.measured["median_ms"],

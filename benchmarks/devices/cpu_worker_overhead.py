@@ -33,7 +33,7 @@ def main() -> int:
 
     from nagkit.devices.base import MeasureConfig
     from nagkit.devices.registry import get_device
-    from nagkit.export.convert import to_onnx, to_tflite
+    from nagkit.runtimes.convert import to_onnx, to_tflite
     from nagkit.io import atomic_write_json
 
     torch.manual_seed(0)

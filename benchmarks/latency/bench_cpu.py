@@ -17,7 +17,9 @@ whether the machine was quiet (load average sampled during the timed phases), an
 calibrated table as ``latency_tables/cpu-<runtime>-1t-<space>.json``.
 
 ``--phases prefetch`` only converts the validation/calibration networks into the cache (no
-timing), so the timed run later spends its quiet minutes measuring.
+timing), so the timed run later spends its quiet minutes measuring. ``--phases ablation``
+measures nothing either: it refits other calibration models on the shipped table's calibration
+networks and scores them on the recorded validation measurements (``calibration_ablation``).
 
     python benchmarks/latency/bench_cpu.py --runtime litert --samples 100 --calib 100
 """
@@ -152,6 +154,56 @@ def _record_validation(report: dict, rep: dict, args, results_dir: Path, name: s
              if rep["calibrated"] else ""), file=sys.stderr)
 
 
+ABLATION_SCHEMES = ("kind", "kind-in", "kind-in-k")
+
+
+def calibration_ablation(table, space, rows: list[dict]) -> dict:
+    """Validation fidelity of other calibration models fitted on the same calibration networks
+    as ``table``'s and scored on the recorded validation measurements ``rows`` (no measuring)."""
+    import numpy as np
+
+    from nagkit.latency.calibration import refit_calibration
+    from nagkit.latency.table import Calibration
+    from nagkit.latency.validate import fidelity
+
+    cal = table.calibration
+    archs = [space.parse_arch(r["arch"]) for r in rows]
+    measured = np.array([r["measured_ms"] for r in rows], dtype=np.float64)
+
+    def score(t) -> dict:
+        return {k: round(v, 4) for k, v in fidelity(t.predict_many(space, archs, calibrated=True), measured).items()}
+
+    # a grouped record's scale/offset are the global relative-error linear fit of the same networks
+    grouped = {g: refit_calibration(table, space, group_by=g, shrinkage=1.0) for g in ABLATION_SCHEMES}
+    any_fit = grouped[ABLATION_SCHEMES[0]].calibration
+    linear = Calibration(any_fit.scale, any_fit.offset, any_fit.details["global_linear_mape"], any_fit.n_fit)
+    return {
+        "what": f"validation fidelity of other calibration models fitted on the same {cal.n_fit} calibration "
+                f"networks and scored on the same {len(rows)} validation measurements (no new measurements); "
+                "global_linear_rel = one relative-error scale + offset; kind/kind-in/kind-in-k = grouped schemes "
+                "at shrinkage 1",
+        "how": "benchmarks/latency/bench_cpu.py --runtime R --phases ablation",
+        "shipped": f"{cal.group_by} (shrinkage {cal.details.get('shrinkage')}, "
+                   + ("chosen by leave-one-out on the calibration set)" if "group_by_selection" in cal.details
+                      else "given with --group-by)"),
+        "global_linear_rel": score(table.with_calibration(linear)),
+        **{g: score(t) for g, t in grouped.items()},
+    }
+
+
+def write_ablation(result_path: Path, table_path: Path, space) -> int:
+    """``--phases ablation``: add ``calibration_ablation`` to an existing results file."""
+    from nagkit.io import atomic_write_json
+    from nagkit.latency.table import LatencyTable
+
+    report = json.loads(result_path.read_text())
+    report["calibration_ablation"] = calibration_ablation(LatencyTable.load(table_path), space,
+                                                          report["phases"]["validate"]["archs"])
+    atomic_write_json(result_path, report)
+    print(f"-> {result_path} (calibration_ablation)", file=sys.stderr)
+    return 0
+
+
 def _ship(table_tmp: Path, tables_dir: Path, name: str, profile_name: str, args) -> None:
     """Ship the calibrated table with the profile it came from."""
     from nagkit.latency.table import LatencyTable
@@ -197,7 +249,8 @@ def main(argv=None) -> int:
     ap.add_argument("--core", default="1", help="core(s) the measuring worker is pinned to")
     ap.add_argument("--jobs", type=int, default=None, help="conversion processes (default: usable cores)")
     ap.add_argument("--phases", default="cold,warm,calibrate,validate",
-                    help="comma-separated: prefetch, cold, warm, calibrate, validate")
+                    help="comma-separated: prefetch, cold, warm, calibrate, validate; or refit; or ablation "
+                         "(alone: no measuring, adds calibration_ablation to the results file)")
     ap.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "nagkit-bench"))
     ap.add_argument("--results-dir", default=str(ROOT / "benchmarks" / "latency" / "results"))
     ap.add_argument("--tables-dir", default=str(ROOT / "latency_tables"))
@@ -229,6 +282,8 @@ def main(argv=None) -> int:
     work = cache / "work" / name
     work.mkdir(parents=True, exist_ok=True)
     result_path = results_dir / f"{name}.json"
+    if phases == ["ablation"]:
+        return write_ablation(result_path, tables_dir / f"{name}.json", space)
     report: dict = json.loads(result_path.read_text()) if result_path.exists() else {}
     report.update({"benchmark": "latency/bench_cpu.py", "space": space.name, "resolution": args.resolution,
                    "runtime": args.runtime, "device_profile": f"device_profiles/{profile_name}.yaml",

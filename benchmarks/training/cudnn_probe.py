@@ -63,7 +63,7 @@ def run_mode(mode: str, a, sp) -> dict:
 def main() -> int:
     import torch
 
-    from nagkit.data.fmnist import load_splits
+    from nagkit.images.fmnist import load_splits
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--data-dir", required=True)

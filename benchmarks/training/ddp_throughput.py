@@ -85,6 +85,7 @@ def main() -> int:
         "ratio_per_phase": {p: round(two["phases"][p]["images_per_s"] / one["phases"][p]["images_per_s"], 3)
                             for p in one["phases"]},
         "ratio_steady": round(agg(two) / agg(one), 3),
+        "ratio_wall": round(one["wall_s"] / two["wall_s"], 3),  # the whole run, start-up and `full` included
         "ratio_last_epoch_per_phase": {p: round(two["phases"][p]["last_epoch_images_per_s"]
                                                 / one["phases"][p]["last_epoch_images_per_s"], 3)
                                        for p in one["phases"] if one["phases"][p]["last_epoch_images_per_s"]

@@ -425,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     PATCHES.append("OFA MyDataLoader replaced by torch DataLoader + batch-tagged sampler calling OFA's "
                    "MyRandomResizedCrop.sample_image_size(batch) per batch (MyDataLoader needs torch._six)")
 
-    from nagkit.data.fmnist import load_splits
+    from nagkit.images.fmnist import load_splits
     from nagkit.errors import NagkitError
     from nagkit.io import atomic_write_text
     from nagkit.space import get_space

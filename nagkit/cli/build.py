@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from nagkit.cli.options import emit, json_option, verbosity_option
@@ -19,15 +17,14 @@ from nagkit.cli.options import emit, json_option, verbosity_option
 @verbosity_option
 def check(target: str, device_spec: str, budget: float, runs: int | None, as_json: bool) -> None:
     """Measure BUNDLE_OR_MODEL on a device: exit 0 if the median is within --budget, 1 if not."""
-    from nagkit.check import check as run_check
+    from nagkit.app.check import check as run_check
 
     res = run_check(target, device_spec, budget, runs)
     emit(res.to_dict(), as_json, lambda r: (
         f"{'PASS' if r['passed'] else 'FAIL'}: median {r['median_ms']:.3f} ms "
         f"{'<=' if r['passed'] else '>'} budget {r['budget_ms']:g} ms on {r['device']} "
         f"(p10 {r['latency']['p10_ms']:.3f}, p90 {r['latency']['p90_ms']:.3f}, n={r['latency']['n']}) [{r['model']}]"))
-    if not res.passed:
-        sys.exit(1)
+    res.raise_if_failed()  # the result is printed either way; over budget is a failed check (exit 1)
 
 
 @click.command("build")
@@ -54,13 +51,14 @@ def build(budget: float, workspace: str | None, device_spec: str | None, formats
           weights: str | None, random_init: bool, finetune: int, max_tries: int, samples: int | None, seed: int,
           accuracy_mode: str, as_json: bool) -> None:
     """Generate the best arch for --budget, export it with supernet weights, verify, bundle."""
-    from nagkit.build import build as run_build
+    from nagkit.app.build import BuildOptions
+    from nagkit.app.build import build as run_build
 
     if random_init and weights:
         raise click.BadParameter("--random-init conflicts with --weights", param_hint="--random-init")
-    res = run_build(budget, workspace=workspace, device_spec=device_spec, formats=formats, out=out, force=force,
-                    weights=weights, random_init=random_init, finetune=finetune, max_tries=max_tries,
-                    samples=samples, seed=seed, accuracy=accuracy_mode)
+    res = run_build(budget, workspace=workspace, options=BuildOptions(
+        device_spec=device_spec, formats=formats, out=out, force=force, weights=weights, random_init=random_init,
+        finetune=finetune, max_tries=max_tries, samples=samples, seed=seed, accuracy=accuracy_mode))
 
     def human(r: dict) -> str:
         m = r["measured"]

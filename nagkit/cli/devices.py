@@ -50,7 +50,7 @@ def devices(no_adb: bool, device_spec: str | None, model_path: str | None, shape
             dev.close()
         emit(result, as_json, _human_info)
         return
-    from nagkit.devices.registry import list_devices
+    from nagkit.devices.listing import list_devices
 
     rows = list_devices(adb=not no_adb)
     emit(rows, as_json, _human_rows)

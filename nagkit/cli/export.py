@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -56,123 +55,19 @@ def export(weights: str | None, random_init: bool, space_name: str, arch_text: s
       nagkit export --weights ofa_mbv3_d234_e346_k357_w1.0.pth --space ofa-mbv3-w1.0 \\
         --arch r160-k3e3.k3e3-k3e3.k3e3-k3e3.k3e3-k3e3.k3e3-k3e3.k3e3 --format both --out out/m160
     """
+    from nagkit.app.export import check_request, export_subnet
     from nagkit.cli.space import read_arch_arg
-    from nagkit.errors import BadInputError
     from nagkit.export.exporter import normalize_formats
     from nagkit.space import get_space
 
     sp = get_space(space_name)
     arch = sp.parse_arch(read_arch_arg(arch_text))
     formats = normalize_formats(fmt)
-    if weights is None and not random_init:
-        raise BadInputError("no weights given: pass --weights CKPT (a supernet checkpoint) or --random-init "
-                            "(a random model, only good for latency checks)",
-                            hint=f"nagkit export --weights CKPT --space {sp.name} --arch ... --out DIR")
-    if weights is not None and random_init:
-        raise BadInputError("--weights and --random-init exclude each other; pass one")
-    out = Path(out) if out is not None else Path("nagkit-export") / str(arch)
-    if out.suffix.lower() in (".onnx", ".tflite", ".zip"):
-        raise BadInputError(f"--out {str(out)!r} looks like a file name; --out is a folder "
-                            f"(the files are written as {str(out.with_suffix(''))}/model.onnx, .../model.tflite)",
-                            hint=f"use --out {str(out.with_suffix(''))}")
-    if out.exists() and not out.is_dir():
-        raise BadInputError(f"--out {str(out)!r} exists and is not a folder", hint="choose another --out")
-    if as_bundle:
-        from nagkit.export.bundle import check_bundle_target
-
-        check_bundle_target(out, force=force)
-
-    result = run_export(sp, arch, weights=weights, formats=formats, out=out, batch=batch, seed=seed,
-                        as_bundle=as_bundle, force=force)
+    out = check_request(sp, weights=weights, random_init=random_init, out=out, arch=arch, as_bundle=as_bundle,
+                        force=force)
+    result = export_subnet(sp, arch, weights=weights, formats=formats, out=out, batch=batch, seed=seed,
+                           as_bundle=as_bundle, force=force, progress=log)
     emit(result, as_json, _human)
-
-
-def run_export(sp, arch, *, weights: str | None, formats: tuple[str, ...], out: Path, batch: int, seed: int,
-               as_bundle: bool, force: bool) -> dict[str, Any]:
-    """Load (or random-init), extract, export, check parity; optionally write a bundle."""
-    import tempfile
-
-    from nagkit.export.exporter import export_model
-
-    t0 = time.perf_counter()
-    phases: dict[str, float] = {}
-    if weights is not None:
-        from nagkit.supernet import load_supernet, sha256_file
-
-        log(f"loading {weights} ({sp.name})")
-        net = load_supernet(weights, sp)
-        phases["load"] = time.perf_counter() - t0
-        weights_sha = sha256_file(weights)
-        t1 = time.perf_counter()
-        module = net.extract(arch)
-        del net
-        phases["extract"] = time.perf_counter() - t1
-    else:
-        from nagkit.supernet import StaticNet
-
-        log(f"random-init subnet (seed {seed}); only good for latency checks")
-        t1 = time.perf_counter()
-        module = StaticNet.from_arch(sp, arch, seed=seed)
-        phases["extract"] = time.perf_counter() - t1
-        weights_sha = None
-    shape = (batch, sp.in_channels, arch.r, arch.r)
-    log(f"exporting {arch} to {', '.join(formats)} (input {'x'.join(map(str, shape))} NCHW float32)")
-    if as_bundle:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.models-", dir=out.parent))
-    else:
-        work = out
-    try:
-        res = export_model(module, shape, formats, work, seed=seed, force=force)
-        for k, v in res.durations_s.items():
-            phases[k] = v
-        params = sp.params(arch)
-        result: dict[str, Any] = {
-            "space": sp.name,
-            "arch": str(arch),
-            "ofa": sp.to_ofa_dict(arch),
-            "weights": str(weights) if weights else "random-init",
-            "weights_sha256": weights_sha,
-            "params": params,
-            "params_module": int(sum(p.numel() for p in module.parameters())),
-            "macs": sp.macs(arch),
-            "input": {"shape": list(shape), "layout": "NCHW", "dtype": "float32"},
-            "files": {},
-            "versions": res.versions,
-        }
-        if as_bundle:
-            from nagkit.export.bundle import make_manifest, verify_bundle, write_bundle
-
-            manifest = make_manifest(sp, arch, export=res, weights_sha256=weights_sha,
-                                     weights_source=str(weights) if weights else None)
-            t1 = time.perf_counter()
-            b = write_bundle(out, res.paths, manifest, force=force)
-            phases["bundle"] = time.perf_counter() - t1
-            t1 = time.perf_counter()
-            result["bundle_check"] = verify_bundle(b.zip_path, module, seed=seed + 1)
-            phases["bundle_check"] = time.perf_counter() - t1
-            result["bundle"] = {"folder": str(b.root), "zip": str(b.zip_path), "manifest": str(b.root / "manifest.json")}
-            final = {f: b.root / Path(p).name for f, p in res.paths.items()}
-        else:
-            final = res.paths
-        for f, m in res.models.items():
-            w = m.worst_parity
-            result["files"][f] = {
-                "path": str(final[f]), "size_bytes": m.size_bytes, "sha256": m.sha256,
-                "converter": f"{m.converter} {m.converter_version}",
-                "runtime": f"{m.runtime} {m.runtime_version}",
-                "parity_max_abs_diff": w.max_abs_diff if w else None,
-                "parity_tolerance": w.tolerance if w else None,
-                "parity_seed": w.seed if w else None,
-            }
-    finally:
-        if as_bundle:
-            import shutil
-
-            shutil.rmtree(work, ignore_errors=True)
-    phases["total"] = time.perf_counter() - t0
-    result["durations_s"] = {k: round(v, 3) for k, v in phases.items()}
-    return result
 
 
 def _human(r: dict[str, Any]) -> str:

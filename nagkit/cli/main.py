@@ -55,10 +55,10 @@ class LazyGroup(click.Group):
             return super().resolve_command(ctx, args)
         except click.UsageError as e:
             if args and args[0] not in COMMANDS:
-                import difflib
+                from nagkit.errors import did_you_mean
 
-                close = difflib.get_close_matches(args[0], COMMANDS, n=1)
-                hint = f" Did you mean {close[0]!r}?" if close else ""
+                dym = did_you_mean(args[0], COMMANDS)
+                hint = f" {dym.capitalize()}" if dym else ""
                 raise click.UsageError(
                     f"unknown command {args[0]!r}.{hint} Commands: {', '.join(sorted(COMMANDS))}"
                 ) from None

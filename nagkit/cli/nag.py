@@ -54,7 +54,7 @@ def dataset(workspace, n, seed, out, as_json):
     from pathlib import Path
 
     from nagkit.data.dataset import collect, rows_done
-    from nagkit.workspace import load_workspace
+    from nagkit.app.workspace import load_workspace
 
     ws = load_workspace(workspace)
     n = n if n is not None else ws.dataset_settings.n
@@ -85,75 +85,49 @@ def dataset(workspace, n, seed, out, as_json):
 @json_option
 @verbosity_option
 def train(workspace, dataset_path, as_json):
-    """Train the evaluator, then the budget-conditioned generator; save both."""
-    from pathlib import Path
+    """Frontier search, evaluator and generator (all accuracy queries counted); save them."""
+    from nagkit.app.nag import train_workspace
+    from nagkit.cli.options import phase_progress
 
-    import torch
-
-    from nagkit.data.accuracy import file_sha256
-    from nagkit.data.dataset import load_dataset
-    from nagkit.nag.config import config_to_dict
-    from nagkit.nag.train import save_archive, save_model, train_models
-    from nagkit.workspace import load_workspace
-
-    ws = load_workspace(workspace)
-    path = Path(dataset_path) if dataset_path else ws.require_artifact("dataset")
-    ds = load_dataset(path, space=ws.space)
-    ec, gc = ws.evaluator_config, ws.generator_config
-    source = ws.open_accuracy_source() if gc.refine_rounds > 0 else None
-    torch.manual_seed(ws.seed)
-    prog, ue, ug = _progress(("evaluator", ec.epochs), ("generator", gc.steps))
-    with prog:
-        ev, gen, report = train_models(ws.space, ws.latency_table, ds.archs, ds.latency_ms, ds.accuracy,
-                                       budgets=ws.budgets, evaluator_cfg=ec, generator_cfg=gc, source=source,
-                                       progress_eval=ue, progress_gen=ug, log=log)
-    prov = {"workspace": ws.name, "dataset": str(path), "dataset_sha256": file_sha256(path),
-            "dataset_rows": len(ds), "dataset_header": {k: ds.header.get(k) for k in ("space", "seed", "accuracy_source")},
-            "latency_table": ws.latency_table_provenance(), "seed": ws.seed,
-            "budgets": config_to_dict(ws.budgets),
-            "accuracy_queries": {"dataset": len(ds), "refinement": report["refinement_queries"]}}
-    save_model(ws.artifact_path("evaluator"), ev, prov, report["evaluator"])
-    save_model(ws.artifact_path("generator"), gen, prov, {**report["generator"], "refinement": report["refinement"]})
-    if report.get("archive") is not None:
-        save_archive(ws, report["archive"], source, prov)
-    hold = report["evaluator"].get("holdout", {})
-    result = {"evaluator": str(ws.artifact_path("evaluator")), "generator": str(ws.artifact_path("generator")),
-              "grid_ms": report["grid_ms"], "seconds": report["seconds"], "holdout": hold,
-              "refinement_queries": report["refinement_queries"],
-              "final_reward": report["generator"]["history"][-1]["reward"]}
-    emit(result, as_json, lambda r: "\n".join([
+    r = train_workspace(workspace, dataset_path, progress=phase_progress(), log=log)
+    hold = r["holdout"]
+    q = r["accuracy_queries"]
+    emit(r, as_json, lambda r: "\n".join([
         f"evaluator  {r['evaluator']}",
         f"generator  {r['generator']}",
-        f"budgets    {r['grid_ms'][0]:.2f}..{r['grid_ms'][-1]:.2f} ms ({len(r['grid_ms'])} grid budgets)",
-        f"held-out   pairwise accuracy {hold.get('mean_pairwise_accuracy', float('nan')):.3f}, "
-        f"Kendall tau {hold.get('mean_kendall_tau', float('nan')):.3f}",
-        f"time       {r['seconds']:.1f} s" + (f" (+{r['refinement_queries']} refinement queries)"
-                                             if r['refinement_queries'] else ""),
+        f"archive    {r['archive']} ({r['archive_rows']} archs)",
+        f"budgets    {r['range_ms'][0]:.3g}..{r['range_ms'][1]:.3g} ms (the space's range on the table)",
+        f"queries    {q['total']} accuracy queries ({q['dataset']} dataset + {q['frontier_search']} frontier search)",
+        f"held-out   Kendall tau {hold.get('mean_kendall_tau', float('nan')):.3f}, "
+        f"among feasible {hold.get('mean_kendall_tau_feasible', float('nan')):.3f}",
+        f"time       {r['seconds']:.1f} s",
     ]))
 
 
 @click.command()
 @workspace_option
 @click.option("--budget", "-b", "budgets", multiple=True, required=True, help="Latency budget in ms (repeatable).")
-@click.option("--samples", type=int, default=None, help="Samples per budget (default: the workspace's).")
-@click.option("--rerank", "rerank", type=int, default=None, is_flag=False, flag_value=20,
-              help="Re-rank the evaluator's top N feasible candidates with the accuracy source "
-                   "(`--rerank` alone: 20; default: the workspace's).")
+@click.option("--samples", type=click.IntRange(min=1), default=None,
+              help="Generator samples per budget (default: the workspace's).")
 @click.option("--search-queries", "search_queries", type=click.IntRange(min=0), default=None,
-              help="Cap on accuracy-source queries per budget of the source-guided local search after "
-                   "re-ranking (0: off; default: the workspace's [inference] search_queries).")
-@click.option("--top", type=int, default=5, show_default=True, help="Candidates listed per budget.")
+              help="Also run the accuracy-guided local search, at most N accuracy-source queries per budget "
+                   "(default 0: zero-query generation).")
+@click.option("--no-accuracy", "no_accuracy", is_flag=True,
+              help="Do not query the accuracy source to display the chosen arch's accuracy.")
+@click.option("--top", type=click.IntRange(min=1), default=5, show_default=True, help="Candidates listed per budget.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
 @json_option
 @verbosity_option
-def generate(workspace, budgets, samples, rerank, search_queries, top, seed, as_json):
-    """The best architecture for each budget (ranked candidates; one batch for all budgets)."""
-    from nagkit.nag.infer import generate as run_generate
-    from nagkit.workspace import load_workspace
+def generate(workspace, budgets, samples, search_queries, no_accuracy, top, seed, as_json):
+    """The best architecture for each budget. By default the generator alone chooses it
+    (zero accuracy-source queries, `selection_queries` in --json); each budget is generated
+    on its own, from (seed, budget)."""
+    from nagkit.app.nag import generate as run_generate
+    from nagkit.app.workspace import load_workspace
 
     ws = load_workspace(workspace)
-    results = run_generate(ws, _parse_budgets(budgets), samples=samples, rerank=rerank, seed=seed, top=top,
-                           search_queries=search_queries)
+    results = run_generate(ws, _parse_budgets(budgets), samples=samples, seed=seed, top=top,
+                           search_queries=search_queries, display=not no_accuracy)
     sp = ws.space
     payload = {"workspace": ws.name, "space": sp.name, "results": [r.to_dict(sp, top=top) for r in results]}
 
@@ -163,14 +137,16 @@ def generate(workspace, budgets, samples, rerank, search_queries, top, seed, as_
         lines = []
         for r in results:
             b = r.best
-            acc = f"{b.accuracy * 100:.2f}% ({r.accuracy_source})" if b.accuracy is not None else "n/a"
-            lines += [f"budget {r.budget_ms:g} ms",
-                      f"  arch      {b.arch}",
+            acc = f"{b.accuracy * 100:.2f}% ({r.accuracy_source}, display only)" if b.accuracy is not None else "n/a"
+            lines += [f"budget {r.budget_ms:g} ms"]
+            if r.note:
+                lines.append(f"  note      {r.note}")
+            lines += [f"  arch      {b.arch}",
                       f"  ofa       {json.dumps(sp.to_ofa_dict(b.arch))}",
-                      f"  latency   {b.latency_ms:.2f} ms (latency table)",
+                      f"  latency   {b.latency_ms:.3f} ms (latency table)",
                       f"  accuracy  {acc}",
-                      f"  feasible  {r.n_feasible}/{r.n_sampled} samples, {r.extra.get('unique_feasible', len(r.candidates))} unique within budget; "
-                      f"{r.queries} accuracy queries; {r.seconds * 1000:.0f} ms"]
+                      f"  chosen    from {r.n_unique} unique samples of {r.n_sampled}; {r.selection_queries} "
+                      f"accuracy queries to choose; {r.seconds * 1000:.0f} ms"]
         return "\n".join(lines)
 
     emit(payload, as_json, human)
@@ -192,19 +168,17 @@ def search(workspace, budget, method, queries, steps, time_limit, patience, seed
     """Run one baseline search for one budget (accuracy from the workspace's source)."""
     import json
 
-    from nagkit.search.base import Plateau, SearchProblem, Steps, TimeLimit, make_method, run_search
+    from nagkit.search.base import Plateau, SearchProblem, Steps, TimeLimit, run_search
+    from nagkit.search.factory import make_method
     from nagkit.search.methods import default_stop
-    from nagkit.workspace import load_workspace
+    from nagkit.app.workspace import load_workspace
 
     ws = load_workspace(workspace)
     table = ws.latency_table
-    lo, hi = table.latency_range(ws.space)
-    if not lo <= budget:
-        from nagkit.nag.budgets import BudgetOutOfRangeError
+    from nagkit.nag.budgets import check_budget
 
-        raise BudgetOutOfRangeError(f"budget {budget:g} ms is below the fastest architecture of the table "
-                                    f"({lo:.2f} ms); feasible range {lo:.2f}..{hi:.2f} ms",
-                                    hint=f"pass --budget >= {lo:.2f}")
+    lo, hi = table.latency_range(ws.space)
+    check_budget(budget, lo, hi)
     prob = SearchProblem(ws.space, table, ws.open_accuracy_source(), budget)
     m = make_method(method, prob, seed)
     stop = Steps(steps) if steps else default_stop(method)
@@ -236,20 +210,21 @@ def search(workspace, budget, method, queries, steps, time_limit, patience, seed
 @click.option("--queries", type=int, default=None,
               help="Accuracy-source queries per budget for the baselines (default: each method's full schedule).")
 @click.option("--seeds", type=int, default=1, show_default=True, help="Independent runs per baseline (mean reported).")
-@click.option("--rerank", type=int, default=None, help="NAG: re-rank the top N with the accuracy source.")
+@click.option("--search-queries", "search_queries", type=click.IntRange(min=0), default=None,
+              help="NAG: also run the accuracy-guided search, at most N queries per budget (default 0).")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False), default=None,
               help="Write the Pareto-frontier plot and latency histograms here.")
 @click.option("--hist-budget", type=float, default=None, help="Budget of the latency histogram (default: the median budget).")
 @json_option
 @verbosity_option
-def compare(workspace, budgets, methods, queries, seeds, rerank, plot_dir, hist_budget, as_json):
+def compare(workspace, budgets, methods, queries, seeds, search_queries, plot_dir, hist_budget, as_json):
     """Compare NAG with the baselines: accuracy (from the accuracy source), latency,
     feasibility of 1,000 samples, time, queries, hypervolume; optional plots."""
     from nagkit.search.compare import format_report, run_compare
-    from nagkit.workspace import load_workspace
+    from nagkit.app.workspace import load_workspace
 
     ws = load_workspace(workspace)
     meths = [m.strip() for m in methods.split(",") if m.strip()]
-    report = run_compare(ws, _parse_budgets(budgets), meths, queries=queries, seeds=seeds, rerank=rerank,
+    report = run_compare(ws, _parse_budgets(budgets), meths, queries=queries, seeds=seeds, search_queries=search_queries,
                          plot_dir=plot_dir, hist_budget=hist_budget, log=log)
     emit(report, as_json, format_report)

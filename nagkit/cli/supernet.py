@@ -16,7 +16,7 @@ def supernet() -> None:
 
 
 def _workspace(ref: str | None):
-    from nagkit.workspace import load_workspace
+    from nagkit.app.workspace import load_workspace
 
     return load_workspace(ref if ref is not None else "fmnist")
 
@@ -77,7 +77,7 @@ def train_cmd(workspace, out, data_dir, device_name, gpus, resume, epochs_spec, 
     from dataclasses import replace
 
     from nagkit.supernet.launch import launch, make_opts
-    from nagkit.supernet.train import FINAL_NAME, LOG_NAME, TrainConfig, default_phases, parse_epochs
+    from nagkit.supernet.train_config import FINAL_NAME, LOG_NAME, TrainConfig, default_phases, parse_epochs
 
     ws = _workspace(workspace)
     device, n = _device(device_name, gpus)
@@ -101,7 +101,7 @@ def train_cmd(workspace, out, data_dir, device_name, gpus, resume, epochs_spec, 
               "checkpoint": str(out_dir / FINAL_NAME) if status["status"] == "done" else None,
               "log": str(out_dir / LOG_NAME) if status["status"] == "done" else None}
     if status["status"] == "done":
-        from nagkit.supernet.train import read_train_meta
+        from nagkit.supernet.train_config import read_train_meta
 
         meta = read_train_meta(out_dir / FINAL_NAME)
         result["phases"] = meta["phases"]

@@ -9,17 +9,20 @@ opened with :func:`open_accuracy_source`. Every source follows :class:`AccuracyS
   comparable with OFA's "37,600 queries per budget");
 - ``name``: a short label (``ofa-predictor``), ``spec``: the spec it was opened from;
 - ``provenance()``: a JSON-able dict (scheme, path, sha256, ...) recorded in every artifact;
-- ``queries``: the number of archs evaluated so far (``reset_queries()`` sets it to 0).
+- ``queries``: the number of archs evaluated so far (``reset_queries()`` sets it to 0);
+- ``expensive``: True when a query costs seconds here (a supernet evaluated on this machine),
+  so callers may settle for ``cached(arch)``: the value already known for ``arch`` without a
+  query (not counted), or None.
 
 Schemes live in :data:`ACCURACY_SCHEMES`. The ``supernet`` scheme calls
 ``nagkit.data.supernet_acc.make_evaluate_fn(ckpt, space, options)`` which returns a callable
-``archs -> accuracies`` (inherited weights + BN recalibration + validation accuracy); this
-module wraps it in :class:`CallableAccuracySource` so counting and checks are shared.
+``archs -> accuracies`` (inherited weights + BN recalibration + validation accuracy) with a
+cache; this module wraps it in :class:`CallableAccuracySource` so counting and checks are
+shared. The ``synthetic`` scheme wraps :func:`nagkit.data.synthetic.synthetic_accuracy`.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -38,8 +41,11 @@ class AccuracySource(Protocol):
     name: str
     spec: str
     queries: int
+    expensive: bool
 
     def evaluate(self, archs: Sequence[Arch]) -> np.ndarray: ...
+
+    def cached(self, arch: Arch) -> float | None: ...
 
     def provenance(self) -> dict[str, Any]: ...
 
@@ -53,6 +59,11 @@ class BaseAccuracySource:
     """Shared counting and output checks. Subclasses implement ``_evaluate``."""
 
     name = "base"
+    expensive = False  # a query costs milliseconds
+
+    def cached(self, arch: Arch) -> float | None:
+        """No cache: every value is a query."""
+        return None
 
     def __init__(self, space: SearchSpace, spec: str):
         self.space = space
@@ -211,17 +222,18 @@ class CallableAccuracySource(BaseAccuracySource):
     """Wraps a callable ``archs -> accuracies`` (e.g. a supernet evaluator) as a source."""
 
     def __init__(self, space: SearchSpace, spec: str, fn: Callable[[Sequence[Arch]], Any], *,
-                 name: str, provenance: Mapping[str, Any] | None = None, expensive: bool = False):
+                 name: str, provenance: Mapping[str, Any] | None = None, expensive: bool = False,
+                 cached: Callable[[Arch], float | None] | None = None):
         super().__init__(space, spec)
         self.name = name
         self._fn = fn
         self._prov = dict(provenance or {})
         self.expensive = expensive  # seconds per query (callers may skip uncached queries)
+        self._cached = cached
 
     def cached(self, arch: Arch) -> float | None:
-        """The callable's cached value for ``arch`` (no query, not counted), if it keeps one."""
-        look = getattr(self._fn, "cached", None)
-        return look(arch) if callable(look) else None
+        """The value the callable's cache holds for ``arch`` (no query, not counted), or None."""
+        return self._cached(arch) if self._cached is not None else None
 
     def _evaluate(self, archs: Sequence[Arch]) -> np.ndarray:
         return np.asarray(self._fn(archs), dtype=np.float64)
@@ -249,24 +261,29 @@ def _open_ofa_predictor(space, spec, path, options):
 def _open_supernet(space, spec, path, options):
     """Inherited weights + BN recalibration + validation accuracy, implemented by
     ``nagkit.data.supernet_acc.make_evaluate_fn(ckpt: Path, space, options) -> callable``."""
-    try:
-        mod = importlib.import_module("nagkit.data.supernet_acc")
-    except ModuleNotFoundError as e:
-        if e.name != "nagkit.data.supernet_acc":
-            raise
-        raise NagkitError(
-            "the 'supernet' accuracy source is not available in this build (nagkit.data.supernet_acc is missing)",
-            hint="use an ofa-predictor source, or update nagkit",
-        ) from None
+    from nagkit.data.supernet_acc import make_evaluate_fn
+
     if not Path(path).is_file():
         raise CheckpointError(f"supernet checkpoint {str(path)!r} does not exist",
                               hint="train one with `nagkit supernet train` or fix the workspace's `accuracy`")
-    fn = mod.make_evaluate_fn(Path(path), space, dict(options))
-    prov = {"path": str(path), "sha256": file_sha256(path), "options": dict(options)}
-    extra = getattr(fn, "provenance", None)
-    if callable(extra):
-        prov.update(extra())
-    return CallableAccuracySource(space, spec, fn, name="supernet", provenance=prov, expensive=True)
+    fn = make_evaluate_fn(Path(path), space, dict(options))
+    prov = {"path": str(path), "sha256": file_sha256(path), "options": dict(options), **fn.provenance()}
+    return CallableAccuracySource(space, spec, fn, name="supernet", provenance=prov, expensive=True,
+                                  cached=fn.cached)
+
+
+@ACCURACY_SCHEMES.register("synthetic")
+def _open_synthetic(space, spec, path, options):
+    """Labelled synthetic accuracy (:func:`nagkit.data.synthetic.synthetic_accuracy`): no
+    weights, no hardware; for tests and demos."""
+    from nagkit.data.synthetic import synthetic_accuracy
+
+    noise = float(dict(options).get("noise", 0.01))
+
+    def fn(archs):
+        return [synthetic_accuracy(space, a, noise) for a in archs]
+
+    return CallableAccuracySource(space, spec, fn, name="synthetic", provenance={"kind": "synthetic", "noise": noise})
 
 
 def split_spec(spec: str) -> tuple[str, str]:
@@ -289,7 +306,3 @@ def open_accuracy_source(spec: str, space: SearchSpace, *, resolve: Callable[[st
     if not isinstance(src, AccuracySource):
         raise ArtifactError(f"accuracy scheme {scheme!r} did not return an AccuracySource")
     return src
-
-
-# The synthetic scheme registers itself on import (no hardware, for tests and demos).
-importlib.import_module("nagkit.data.synthetic")

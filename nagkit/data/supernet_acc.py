@@ -26,7 +26,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +44,9 @@ _OPTIONS = {"data_dir": None, "split": "val", "n_val": 5000, "val_seed": 0, "cal
 def check_options(options: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
-        import difflib
+        from nagkit.errors import did_you_mean
 
-        parts = [u + (f" (did you mean {c[0]!r}?)" if (c := difflib.get_close_matches(u, _OPTIONS, n=1)) else "")
-                 for u in unknown]
+        parts = [u + (f" ({dym})" if (dym := did_you_mean(u, _OPTIONS)) else "") for u in unknown]
         raise BadInputError(f"unknown supernet accuracy option(s) {', '.join(parts)}; valid: {', '.join(_OPTIONS)}")
     out = {**_OPTIONS, **{k: v for k, v in options.items() if v is not None}}
     if not isinstance(out["eval_images"], int) or out["eval_images"] < 0:
@@ -66,11 +65,12 @@ class _Worker:
     def __init__(self, ckpt: str, space_dict: dict[str, Any], opts: dict[str, Any], device: str):
         import torch
 
-        from nagkit.data.fmnist import load_splits
+        from nagkit.images.fmnist import load_splits
         from nagkit.supernet.checkpoint import load_supernet
 
-        if device == "cpu":  # one thread by default: much faster on a shared, busy CPU
-            torch.set_num_threads(int(opts.get("threads") or 1))
+        # one thread by default on the CPU: much faster on a shared, busy CPU (set per call, so
+        # the process that opened the source keeps its own thread count)
+        self.threads = int(opts.get("threads") or 1) if device == "cpu" else None
         self.space = SearchSpace.from_dict(space_dict)
         self.device = torch.device(device)
         self.net = load_supernet(ckpt, self.space).to(self.device)
@@ -98,6 +98,12 @@ class _Worker:
             self.scratch = copy.deepcopy(self.net).set_fixed_shape(True)
 
     def __call__(self, arch_strings: Sequence[str]) -> list[float]:
+        from nagkit.runtimes.threads import torch_threads
+
+        with torch_threads(self.threads):
+            return self._evaluate(arch_strings)
+
+    def _evaluate(self, arch_strings: Sequence[str]) -> list[float]:
         from nagkit.supernet.evaluate import subnet_accuracy, subnet_accuracy_fixed
 
         if self.scratch is not None:
@@ -129,6 +135,7 @@ class SupernetEvaluator:
     def __init__(self, ckpt: str | os.PathLike, space: SearchSpace, options: dict[str, Any] | None = None):
         self.ckpt = str(ckpt)
         self.space = space
+        self._sha: str | None = None
         options = {k: v for k, v in dict(options or {}).items() if v is not None}
         split = _training_split(self.ckpt)
         for k, v in split.items():  # validate on images the supernet did not train on
@@ -151,7 +158,7 @@ class SupernetEvaluator:
     def _key_fields(self) -> dict[str, Any]:
         from nagkit.supernet.checkpoint import sha256_file
 
-        if not hasattr(self, "_sha"):
+        if self._sha is None:
             self._sha = sha256_file(self.ckpt)
         o = self.opts
         return {"ckpt_sha256": self._sha, "split": o["split"], "n_val": o["n_val"], "val_seed": o["val_seed"],
@@ -235,12 +242,26 @@ def _training_split(ckpt: str) -> dict[str, Any]:
     from nagkit.errors import ArtifactError
 
     try:
-        from nagkit.supernet.train import read_train_meta
+        from nagkit.supernet.train_config import read_train_meta
 
         data = read_train_meta(ckpt).get("data", {})
     except ArtifactError:
         return {}
     return {k: data[k] for k in ("n_val", "val_seed") if k in data}
+
+
+def split_settings(options: Mapping[str, Any] | None = None, ckpt: str | os.PathLike | None = None):
+    """The images the ``supernet:`` source recalibrates BN on and validates with, for
+    ``options`` (a workspace's ``accuracy_options``; other keys ignored) and the split recorded
+    in ``ckpt`` (a checkpoint of ``nagkit supernet train``), as a
+    :class:`~nagkit.images.fmnist.SplitSettings` (what :mod:`nagkit.supernet.finetune` takes)."""
+    from nagkit.images.fmnist import SplitSettings
+
+    o = {**_OPTIONS, **{k: v for k, v in dict(options or {}).items() if k in _OPTIONS}}
+    if ckpt:
+        o.update(_training_split(str(ckpt)))
+    return SplitSettings(data_dir=o["data_dir"], n_val=o["n_val"], val_seed=o["val_seed"],
+                         calib_images=o["calib_images"], calib_seed=o["calib_seed"])
 
 
 def make_evaluate_fn(ckpt: Path, space: SearchSpace, options: dict[str, Any]) -> SupernetEvaluator:

@@ -6,10 +6,12 @@ everywhere they appear (dataset provenance, reports) and are never a silent fall
 
 - :class:`MacsLatencyTable`: latency = per-layer MACs x a per-kind cost (depthwise kernels
   cost more per MAC than pointwise convs) + a fixed per-layer overhead. Same API as
-  :class:`nagkit.latency.table.LatencyTable` for prediction (``predict``, ``predict_many``,
-  ``latency_range``).
-- ``synthetic:`` accuracy: a saturating function of parameters, MACs, depth and resolution
-  plus a small deterministic per-arch perturbation (from the arch string's sha256).
+  :class:`nagkit.latency.table.LatencyTable` for prediction: a
+  :class:`~nagkit.latency.predictor.LatencyPredictor` (``predict``, ``predict_many``,
+  ``latency_range``), without slot arrays.
+- ``synthetic:`` accuracy (:func:`synthetic_accuracy`, opened as a source by
+  :mod:`nagkit.data.accuracy`): a saturating function of parameters, MACs, depth and
+  resolution plus a small deterministic per-arch perturbation (from the arch string's sha256).
 """
 
 from __future__ import annotations
@@ -69,27 +71,6 @@ def synthetic_accuracy(space: SearchSpace, arch: Arch, noise: float = 0.01) -> f
     h = hashlib.sha256(str(arch).encode()).digest()
     jitter = (int.from_bytes(h[:4], "little") / 2**32 - 0.5) * 2 * noise
     return float(min(0.95, max(0.05, base + jitter)))
-
-
-def _register() -> None:
-    from nagkit.data.accuracy import ACCURACY_SCHEMES, CallableAccuracySource
-
-    if "synthetic" in ACCURACY_SCHEMES:
-        return
-
-    def opener(space, spec, path, options):
-        noise = float(dict(options).get("noise", 0.01))
-
-        def fn(archs):
-            return [synthetic_accuracy(space, a, noise) for a in archs]
-
-        return CallableAccuracySource(space, spec, fn, name="synthetic",
-                                      provenance={"kind": "synthetic", "noise": noise})
-
-    ACCURACY_SCHEMES.register("synthetic", opener)
-
-
-_register()
 
 
 def tiny_space() -> SearchSpace:

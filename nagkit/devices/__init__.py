@@ -1,4 +1,5 @@
-"""Devices: the ``Device`` protocol, spec parsing, the registry and the measurement loop.
+"""Devices: the ``Device`` protocol, spec parsing, profiles, plugins, the factory, listing and
+the measurement loop.
 
     from nagkit.devices import get_device, MeasureConfig
     with get_device("cpu:runtime=litert,threads=1") as dev:   # or "cuda", "adb:SERIAL", a profile
@@ -8,6 +9,8 @@ Runtimes, torch and adb-shell are imported only by the device that needs them.
 """
 
 from nagkit.devices.base import Device, LatencyStats, MeasureConfig
-from nagkit.devices.registry import DeviceSpec, get_device, list_devices, parse_device_spec
+from nagkit.devices.listing import list_devices
+from nagkit.devices.registry import get_device, parse_device_spec
+from nagkit.devices.spec import DeviceSpec
 
 __all__ = ["Device", "DeviceSpec", "LatencyStats", "MeasureConfig", "get_device", "list_devices", "parse_device_spec"]

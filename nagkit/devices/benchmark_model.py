@@ -28,6 +28,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from nagkit.devices.benchmark_tables import NUM as _NUM
+from nagkit.devices.benchmark_tables import ParseMiss as _Miss
+from nagkit.devices.benchmark_tables import ProfileSection, ProfileTable, TableBuilder
 from nagkit.errors import ProfileParseError
 
 __all__ = [
@@ -41,7 +44,6 @@ __all__ = [
     "median_basis",
 ]
 
-_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _LOGCAT = re.compile(
     r"^(?:\d\d-\d\d\s+\d\d:\d\d:\d\d\.\d+\s+\d+\s+\d+\s+[VDIWEF]\s+tflite\s*:\s?"  # threadtime
     r"|[VDIWEF]/tflite\s*\(\s*\d+\):\s?)"  # brief
@@ -130,33 +132,6 @@ class RunStats:
 
 
 @dataclass(frozen=True)
-class ProfileTable:
-    """One op-profiling table. Column names are normalised (``[avg ms]`` -> ``avg_ms``,
-    ``[cdf%]`` -> ``cdf_pct``); numbers are floats (percent signs dropped), counts ints."""
-
-    title: str
-    columns: tuple[str, ...]
-    rows: tuple[dict[str, Any], ...]
-
-
-@dataclass(frozen=True)
-class ProfileSection:
-    """A profiling block: ``Profiling Info for Benchmark Initialization`` or the regular runs."""
-
-    name: str
-    tables: tuple[ProfileTable, ...]
-    nodes_executed: int | None = None
-    nodes_observed: int | None = None
-    timings: RunStats | None = None
-
-    def table(self, title: str) -> ProfileTable:
-        for t in self.tables:
-            if t.title == title:
-                return t
-        raise KeyError(f"no table {title!r}; tables: {[t.title for t in self.tables]}")
-
-
-@dataclass(frozen=True)
 class BenchmarkResult:
     """Everything one ``benchmark_model`` run printed. Times in microseconds, memory in MB."""
 
@@ -224,67 +199,6 @@ def _split_runs(lines: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
     return runs
 
 
-# --------------------------------------------------------------------------- tables
-
-
-def _norm_col(name: str) -> str:
-    name = name.strip().strip("[]").strip().lower().replace("%", " pct")
-    return re.sub(r"[^a-z0-9]+", "_", name).strip("_")
-
-
-def _cell(col: str, raw: str) -> Any:
-    raw = raw.strip()
-    if col in ("name", "node_type"):
-        return raw
-    txt = raw[:-1] if raw.endswith("%") else raw
-    try:
-        val = float(txt)
-    except ValueError:
-        return raw
-    if col in ("count", "times_called") and val.is_integer():
-        return int(val)
-    return val
-
-
-def _split_row(text: str, ncols: int) -> list[str]:
-    if "\t" in text:
-        parts = text.split("\t")
-        if parts and parts[0].strip() == "":
-            parts = parts[1:]
-        return parts
-    return text.split(None, ncols - 1)  # retyped tables: spaces; the last column may hold spaces
-
-
-class _TableBuilder:
-    def __init__(self, title: str):
-        self.title = title
-        self.columns: list[str] = []
-        self.rows: list[dict[str, Any]] = []
-
-    def accepts(self, text: str) -> bool:
-        if not text.strip():
-            return False
-        if not self.columns:
-            return "[" in text
-        return text.startswith("\t") or _looks_like_row(text)
-
-    def feed(self, text: str) -> None:
-        if not self.columns:
-            cols = re.findall(r"\[([^\]]+)\]", text)
-            if not cols:
-                raise _Miss(f"profiling table {self.title!r} has no column header")
-            self.columns = [_norm_col(c) for c in cols]
-            return
-        parts = _split_row(text, len(self.columns))
-        if len(parts) != len(self.columns):
-            raise _Miss(f"profiling table {self.title!r}: row has {len(parts)} cells, header has "
-                        f"{len(self.columns)}: {text.strip()!r}")
-        self.rows.append({c: _cell(c, p) for c, p in zip(self.columns, parts)})
-
-    def build(self) -> ProfileTable:
-        return ProfileTable(self.title, tuple(self.columns), tuple(self.rows))
-
-
 # --------------------------------------------------------------------------- one run
 
 
@@ -299,56 +213,51 @@ def _close_to(a: float, b: float) -> bool:
     return abs(a - b) <= _REL_TOL * max(abs(a), abs(b), 1.0)
 
 
-class _Miss(Exception):
-    """Internal: a parse miss; turned into ProfileParseError quoting the whole output."""
+@dataclass
+class _RunScan:
+    """What one run's lines say, gathered line by line (:meth:`feed`), then checked and turned
+    into a :class:`BenchmarkResult` (:meth:`result`)."""
 
-    def __init__(self, message: str, hint: str | None = None):
-        super().__init__(message)
-        self.message, self.hint = message, hint
-
-
-def _parse_run(lines: list[tuple[str, str]]) -> BenchmarkResult:
-    params: dict[str, str] = {}
-    phases: list[RunStats | None] = []
-    pending_phase = False
+    params: dict[str, str] = field(default_factory=dict)
+    phases: list[RunStats | None] = field(default_factory=list)
+    pending_phase: bool = False
     summary: dict[str, float] | None = None
-    style = ""
-    memory: dict[str, float] = {}
+    style: str = ""
+    memory: dict[str, float] = field(default_factory=dict)
     init_ms: float | None = None
-    model_size = model_path = None
-    delegates: list[dict[str, Any]] = []
-    warnings: list[str] = []
-    fatal: list[str] = []
-    sections: list[dict[str, Any]] = []
-    table: _TableBuilder | None = None
+    model_size: float | None = None
+    model_path: str | None = None
+    delegates: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    fatal: list[str] = field(default_factory=list)
+    sections: list[dict[str, Any]] = field(default_factory=list)
+    table: TableBuilder | None = None
 
-    def close_table() -> None:
-        nonlocal table
-        if table is not None:
-            if not sections:
-                sections.append({"name": "Operator-wise Profiling Info", "tables": []})
-            sections[-1]["tables"].append(table.build())
-            table = None
+    def close_table(self) -> None:
+        if self.table is not None:
+            if not self.sections:
+                self.sections.append({"name": "Operator-wise Profiling Info", "tables": []})
+            self.sections[-1]["tables"].append(self.table.build())
+            self.table = None
 
-    for level, text in lines:
-        if table is not None:
-            if table.accepts(text):
-                table.feed(text)
-                continue
-            close_table()
+    def feed(self, level: str, text: str) -> None:
+        """One cleaned line: a table row, a timing line, or one of :meth:`_info`'s lines."""
+        if self.table is not None:
+            if self.table.accepts(text):
+                self.table.feed(text)
+                return
+            self.close_table()
         text = text.strip()
         if not text:
-            continue
+            return
+        sections = self.sections
         if level == "ERROR" or _FATAL.search(text):
-            (fatal if _FATAL.search(text) else warnings).append(text)
-            continue
-        if (m := _TABLE_TITLE.match(text)):
-            table = _TableBuilder(m.group(1))
-            continue
-        if (m := _SECTION.match(text)):
+            (self.fatal if _FATAL.search(text) else self.warnings).append(text)
+        elif (m := _TABLE_TITLE.match(text)):
+            self.table = TableBuilder(m.group(1))
+        elif (m := _SECTION.match(text)):
             sections.append({"name": m.group(1), "tables": []})
-            continue
-        if (m := _NODES_EXECUTED.match(text)):
+        elif (m := _NODES_EXECUTED.match(text)):
             _cur(sections)["nodes_executed"] = int(m.group(1))
         elif text.endswith("nodes observed") and text.split()[0].isdigit():
             _cur(sections)["nodes_observed"] = int(text.split()[0])
@@ -357,20 +266,26 @@ def _parse_run(lines: list[tuple[str, str]]) -> BenchmarkResult:
         elif text.startswith("Memory (bytes): count="):
             pass  # the op profiler's memory counter; always count=0 in practice
         elif _RUNNING.match(text):
-            if pending_phase:
-                phases.append(None)  # a phase header without a count line
-            pending_phase = True
+            if self.pending_phase:
+                self.phases.append(None)  # a phase header without a count line
+            self.pending_phase = True
         elif (m := _COUNT.match(text)):
-            if not pending_phase:
+            if not self.pending_phase:
                 raise _Miss(f"a count= line without a 'Running benchmark' header before it: {text!r}")
-            phases.append(RunStats.from_pairs(int(m.group(1)), m.group(2), text))
-            pending_phase = False
+            self.phases.append(RunStats.from_pairs(int(m.group(1)), m.group(2), text))
+            self.pending_phase = False
         elif _OLD_SUMMARY.match(text) or _NEW_SUMMARY.match(text):
-            if summary is not None:
+            if self.summary is not None:
                 raise _Miss("two timing summary lines in one run")
-            style = "old" if _OLD_SUMMARY.match(text) else "new"
-            summary = _summary_items(text.split(":", 1)[1])
-        elif (m := _MEM_DELTA.match(text)):
+            self.style = "old" if _OLD_SUMMARY.match(text) else "new"
+            self.summary = _summary_items(text.split(":", 1)[1])
+        elif not self._info(text) and ("error" in text.lower() or level == "WARNING"):
+            self.warnings.append(text)
+
+    def _info(self, text: str) -> bool:
+        """Memory, session, model, delegate and parameter lines; False for any other line."""
+        memory = self.memory
+        if (m := _MEM_DELTA.match(text)):
             memory["footprint_delta_init_mb"], memory["footprint_delta_overall_mb"] = map(float, m.groups())
         elif (m := _MEM_PEAK.match(text)):
             memory["peak_init_mb"], memory["peak_overall_mb"] = map(float, m.groups())
@@ -379,85 +294,84 @@ def _parse_run(lines: list[tuple[str, str]]) -> BenchmarkResult:
         elif (m := _MEM_END.match(text)):  # after "Memory status at the end of exeution:" (sic)
             memory[_MEM_END_KEYS[m.group(1)]] = float(m.group(2))
         elif (m := _INIT_SESSION.match(text)):
-            init_ms = float(m.group(1))
+            self.init_ms = float(m.group(1))
         elif (m := _MODEL_SIZE.match(text)):
-            model_size = float(m.group(1))
+            self.model_size = float(m.group(1))
         elif (m := _LOADED.match(text)):
-            model_path = m.group(1).strip()
+            self.model_path = m.group(1).strip()
         elif (m := _DELEGATE_CREATED.match(text)):
-            delegates.append({"event": "created", "delegate": (m.group(1) or m.group(2)).strip(), "for": m.group(2)})
+            self.delegates.append({"event": "created", "delegate": (m.group(1) or m.group(2)).strip(),
+                                   "for": m.group(2)})
         elif (m := _DELEGATE_REPLACED.match(text)):
             n, total, name, parts = m.groups()
-            delegates.append({"event": "replaced", "delegate": name, "nodes": int(n), "total_nodes": int(total),
-                              "partitions": int(parts)})
+            self.delegates.append({"event": "replaced", "delegate": name, "nodes": int(n), "total_nodes": int(total),
+                                   "partitions": int(parts)})
         elif (m := _DELEGATE_APPLIED.match(text)):
             name = m.group(1) or m.group(3)
-            delegates.append({"event": "applied", "delegate": name, "executes": m.group(2) or "none"})
+            self.delegates.append({"event": "applied", "delegate": name, "executes": m.group(2) or "none"})
         elif (m := _PARAM.match(text)):
-            params[m.group(1).strip()] = m.group(2)
-        elif "error" in text.lower() or level == "WARNING":
-            warnings.append(text)
-    close_table()
+            self.params[m.group(1).strip()] = m.group(2)
+        else:
+            return False
+        return True
 
-    if fatal:
-        raise _Miss(f"benchmark_model failed: {fatal[0]}",
-                    hint="check the model path, the delegate flags and that the binary runs on the device")
-    if summary is None:
-        errs = [w for w in warnings if "error" in w.lower()]
-        why = f"; it reported: {errs[0]}" if errs else ""
-        raise _Miss(f"no timing summary ('Inference timings in us' line) in benchmark_model output{why}"
-                    " (the run failed or the output was cut off)")
-    if pending_phase:
-        phases.append(None)
-    if len(phases) > 2:
-        raise _Miss(f"{len(phases)} 'Running benchmark' phases in one run, expected warmup + inference")
-    warmup = phases[0] if len(phases) == 2 else None
-    inference = phases[-1] if phases else None
-    if phases and inference is None:
-        raise _Miss("the inference phase printed no count= line")
+    def _checked(self) -> tuple[dict[str, float], RunStats | None, RunStats | None]:
+        """(summary, warmup, inference) once the run is known to be complete and consistent."""
+        if self.fatal:
+            raise _Miss(f"benchmark_model failed: {self.fatal[0]}",
+                        hint="check the model path, the delegate flags and that the binary runs on the device")
+        summary = self.summary
+        if summary is None:
+            errs = [w for w in self.warnings if "error" in w.lower()]
+            why = f"; it reported: {errs[0]}" if errs else ""
+            raise _Miss(f"no timing summary ('Inference timings in us' line) in benchmark_model output{why}"
+                        " (the run failed or the output was cut off)")
+        phases = self.phases + ([None] if self.pending_phase else [])
+        if len(phases) > 2:
+            raise _Miss(f"{len(phases)} 'Running benchmark' phases in one run, expected warmup + inference")
+        warmup = phases[0] if len(phases) == 2 else None
+        inference = phases[-1] if phases else None
+        if phases and inference is None:
+            raise _Miss("the inference phase printed no count= line")
+        return summary, warmup, inference
 
-    # Map the summary keys (old: Warmup/Init/no stats|Inference; new: Init/First inference/...)
-    inf_key = next((k for k in ("Inference (avg)", "Inference", "no stats") if k in summary), None)
-    if inf_key is None:
-        raise _Miss(f"timing summary has no inference average (keys: {sorted(summary)})")
-    inf_avg = summary[inf_key]
-    warm_avg = summary.get("Warmup (avg)", summary.get("Warmup"))
-    if inference is not None and inference.mean_us is not None and not _close_to(inference.mean_us, inf_avg):
-        raise _Miss(f"inference average {inference.mean_us} in the count= line disagrees with {inf_avg} in the summary")
-    if warmup is not None and warm_avg is not None and warmup.mean_us is not None and not _close_to(
-            warmup.mean_us, warm_avg):
-        raise _Miss(f"warmup average {warmup.mean_us} in the count= line disagrees with {warm_avg} in the summary")
-    if not (math.isfinite(inf_avg) and inf_avg > 0):
-        raise _Miss(f"non-positive inference average {inf_avg} us")
-    init_us = summary.get("Init", init_ms * 1000.0 if init_ms is not None else None)
-
-    return BenchmarkResult(
-        init_us=init_us,
-        first_inference_us=summary.get("First inference", _first_us(warmup)),
-        warmup_avg_us=warm_avg,
-        inference_avg_us=inf_avg,
-        warmup=warmup,
-        inference=inference,
-        summary_style=style,
-        memory=memory,
-        model_size_mb=model_size,
-        model_path=model_path,
-        params=params,
-        delegates=tuple(delegates),
-        profiling=tuple(
-            ProfileSection(s["name"], tuple(s["tables"]), s.get("nodes_executed"), s.get("nodes_observed"),
-                           s.get("timings"))
-            for s in sections
-        ),
-        warnings=tuple(warnings),
-    )
+    def result(self) -> BenchmarkResult:
+        summary, warmup, inference = self._checked()
+        # Map the summary keys (old: Warmup/Init/no stats|Inference; new: Init/First inference/...)
+        inf_key = next((k for k in ("Inference (avg)", "Inference", "no stats") if k in summary), None)
+        if inf_key is None:
+            raise _Miss(f"timing summary has no inference average (keys: {sorted(summary)})")
+        inf_avg = summary[inf_key]
+        warm_avg = summary.get("Warmup (avg)", summary.get("Warmup"))
+        if inference is not None and inference.mean_us is not None and not _close_to(inference.mean_us, inf_avg):
+            raise _Miss(f"inference average {inference.mean_us} in the count= line disagrees with {inf_avg} in the "
+                        "summary")
+        if warmup is not None and warm_avg is not None and warmup.mean_us is not None and not _close_to(
+                warmup.mean_us, warm_avg):
+            raise _Miss(f"warmup average {warmup.mean_us} in the count= line disagrees with {warm_avg} in the summary")
+        if not (math.isfinite(inf_avg) and inf_avg > 0):
+            raise _Miss(f"non-positive inference average {inf_avg} us")
+        return BenchmarkResult(
+            init_us=summary.get("Init", self.init_ms * 1000.0 if self.init_ms is not None else None),
+            first_inference_us=summary.get("First inference", _first_us(warmup)),
+            warmup_avg_us=warm_avg, inference_avg_us=inf_avg, warmup=warmup, inference=inference,
+            summary_style=self.style, memory=self.memory, model_size_mb=self.model_size, model_path=self.model_path,
+            params=self.params, delegates=tuple(self.delegates),
+            profiling=tuple(
+                ProfileSection(s["name"], tuple(s["tables"]), s.get("nodes_executed"), s.get("nodes_observed"),
+                               s.get("timings"))
+                for s in self.sections
+            ),
+            warnings=tuple(self.warnings),
+        )
 
 
-def _looks_like_row(text: str) -> bool:
-    """A retyped (tab-less) table row: a node type followed by numbers."""
-    parts = text.split()
-    return len(parts) >= 3 and re.fullmatch(r"[A-Za-z_][\w]*", parts[0]) is not None and re.fullmatch(
-        rf"{_NUM}%?", parts[1]) is not None
+def _parse_run(lines: list[tuple[str, str]]) -> BenchmarkResult:
+    scan = _RunScan()
+    for level, text in lines:
+        scan.feed(level, text)
+    scan.close_table()
+    return scan.result()
 
 
 def _cur(sections: list[dict[str, Any]]) -> dict[str, Any]:

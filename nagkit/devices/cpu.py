@@ -29,39 +29,16 @@ from typing import Any
 
 from nagkit.devices.base import LatencyStats, MeasureConfig
 from nagkit.devices.measure import LoopResult, stats_from_loop, validate_config
-from nagkit.devices.registry import DeviceSpec, _format_cores
+from nagkit.devices.spec import DeviceSpec, format_cores, parse_cpu_spec
 from nagkit.errors import BadInputError, DeviceError
+from nagkit.runtimes import versions
+from nagkit.runtimes.threads import thread_env
 
 log = logging.getLogger(__name__)
 
 FORMATS = {"litert": "tflite", "onnxruntime": "onnx", "torch": "torch"}
 SUFFIXES = {"litert": (".tflite",), "onnxruntime": (".onnx",), "torch": (".pt", ".ts", ".torchscript")}
-PACKAGES = {"litert": ("ai_edge_litert", "ai-edge-litert"), "onnxruntime": ("onnxruntime", "onnxruntime"),
-            "torch": ("torch", "torch")}
 START_TIMEOUT_S = 120.0
-
-
-def runtime_versions() -> dict[str, dict[str, Any]]:
-    """Which CPU runtimes are installed, without importing them: name -> {package, version}."""
-    import importlib.util
-    from importlib.metadata import PackageNotFoundError, version
-
-    out: dict[str, dict[str, Any]] = {}
-    for name, (module, package) in PACKAGES.items():
-        candidates = [(module, package)]
-        if name == "litert":
-            candidates.append(("tflite_runtime", "tflite-runtime"))
-        row: dict[str, Any] = {"available": False, "package": package, "version": None}
-        for mod, pkg in candidates:
-            if importlib.util.find_spec(mod) is not None:
-                try:
-                    ver = version(pkg)
-                except PackageNotFoundError:
-                    ver = None
-                row = {"available": True, "package": pkg, "version": ver}
-                break
-        out[name] = row
-    return out
 
 
 def host_info(cores: Iterable[int] | None = None) -> dict[str, Any]:
@@ -120,8 +97,6 @@ class _Worker:
         cmd = [sys.executable, "-m", "nagkit.devices.worker", "--runtime", runtime, "--threads", str(threads)]
         if cores:
             cmd += ["--cores", ",".join(str(c) for c in cores)]
-        from nagkit.devices.worker import thread_env
-
         env = dict(os.environ)
         env.update(thread_env(threads))
         # The worker imports nagkit from where this process did (also when it is not installed).
@@ -245,9 +220,7 @@ class CpuDevice:
 
     def __init__(self, spec: DeviceSpec | str = "cpu"):
         if isinstance(spec, str):
-            from nagkit.devices.registry import parse_device_spec
-
-            spec = parse_device_spec(spec)
+            spec = parse_cpu_spec(spec)
         if spec.kind != "cpu":
             raise BadInputError(f"CpuDevice needs a cpu spec, got {spec.source or spec.kind!r}")
         self._spec = spec
@@ -261,7 +234,7 @@ class CpuDevice:
         self.worker_restarts = 0
         self.models_measured = 0
         self.request_timeout_s: float | None = None  # None: derived from each MeasureConfig
-        self._versions = runtime_versions()[self.runtime]
+        self._versions = versions.runtime_status()[self.runtime]
         if not self._versions["available"]:
             pkg = self._versions["package"]
             raise DeviceError(f"CPU runtime {self.runtime!r} is not installed (Python package {pkg})",
@@ -274,7 +247,7 @@ class CpuDevice:
             bad = [c for c in self.cores if c not in allowed]
             if bad:
                 raise BadInputError(f"cores {bad} in {self.spec!r} are not available here; this process may use cores "
-                                    f"{_format_cores(allowed)}", hint="pick cores from that list, e.g. cpu:cores=0")
+                                    f"{format_cores(allowed)}", hint="pick cores from that list, e.g. cpu:cores=0")
         self._worker: _Worker | None = None
         self._runtime_reply: dict[str, Any] | None = None
         self._lock = threading.Lock()
@@ -388,7 +361,7 @@ class CpuDevice:
         fmt = self.model_format
         raise BadInputError(
             f"cpu:runtime={self.runtime} measures {fmt} files, got a {type(model).__name__}",
-            hint="convert it with nagkit.export.convert.to_tflite/to_onnx, or use cpu:runtime=torch for modules",
+            hint="convert it with nagkit.runtimes.convert.to_tflite/to_onnx, or use cpu:runtime=torch for modules",
         )
 
     def _script(self, module: Any, input_shape: Sequence[int]) -> Path:
@@ -436,11 +409,11 @@ class CpuDevice:
             w.stop()
             raise DeviceError(f"the {self.runtime} CPU worker did not start: {e}",
                               hint="check the runtime import: python -c 'import "
-                              f"{PACKAGES[self.runtime][0]}'") from e
+                              f"{versions.RUNTIME_PACKAGES[self.runtime][0][0]}'") from e
         if not hello.get("ok"):
             w.stop()
             raise DeviceError(f"the {self.runtime} CPU worker did not start: {hello.get('error')}",
-                              hint=f"pip install {PACKAGES[self.runtime][1]}")
+                              hint=f"pip install {versions.RUNTIME_PACKAGES[self.runtime][0][1]}")
         self._worker = w
         self._runtime_reply = hello["runtime"]
 

@@ -82,9 +82,9 @@ class CudaDevice:
     model_format = "torch"
 
     def __init__(self, spec: Any = "cuda"):
-        from nagkit.devices.registry import DeviceSpec, parse_device_spec
+        from nagkit.devices.spec import DeviceSpec, parse_cuda_spec
 
-        ds: DeviceSpec = parse_device_spec(spec) if isinstance(spec, str) else spec
+        ds: DeviceSpec = parse_cuda_spec(spec) if isinstance(spec, str) else spec
         if ds.kind != "cuda":
             raise BadInputError(f"CudaDevice needs a cuda spec, got {ds.source or ds.kind!r}")
         self.index: int = int(ds.get("index", 0))

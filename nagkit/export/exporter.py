@@ -25,9 +25,10 @@ import numpy as np
 
 from nagkit.io import sha256_file
 from nagkit.errors import BadInputError, UnknownNameError
-from nagkit.export.convert import converter_versions, to_onnx, to_tflite
 from nagkit.export.parity import DEFAULT_RTOL, ParityError, ParityResult, check_parity, seeded_inputs
-from nagkit.export.runtime import load_model, runtime_versions
+from nagkit.runtimes.convert import to_onnx, to_tflite
+from nagkit.runtimes.models import load_model
+from nagkit.runtimes.versions import converter_versions, runtime_versions
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,38 @@ def all_versions() -> dict[str, str | None]:
     return v
 
 
+def _export_one(module, example, f: str, tmp_path: Path, target: Path, *, versions: dict[str, str | None],
+                durations: dict[str, float], parity: bool, parity_inputs: np.ndarray | None, seed: int, rtol: float,
+                threads: int | None) -> ExportedModel:
+    """Convert ``module`` to format ``f`` at ``tmp_path`` and check its parity (seeded inputs,
+    plus ``parity_inputs``); the result names ``target``, where the file will be moved."""
+    t0 = time.perf_counter()
+    log.info("converting to %s with %s (input %s %s)", f, CONVERTER[f], tuple(example.shape), INPUT_LAYOUT)
+    (to_onnx if f == "onnx" else to_tflite)(module, example, tmp_path)
+    durations[f"convert_{f}"] = round(time.perf_counter() - t0, 4)
+    t0 = time.perf_counter()
+    loaded = load_model(tmp_path, threads=threads)
+    results = []
+    try:
+        if parity:
+            results.append(check_parity(module, loaded, seed=seed, rtol=rtol))
+            if parity_inputs is not None:
+                results.append(check_parity(module, loaded, inputs=parity_inputs, rtol=rtol))
+    except ParityError as e:  # name the target, not the staging file that is about to vanish
+        raise ParityError(e.message.replace(str(tmp_path), str(target)) + "; nothing was written",
+                          dataclasses.replace(e.result, path=str(target)), hint=e.hint) from None
+    durations[f"parity_{f}"] = round(time.perf_counter() - t0, 4)
+    results = [dataclasses.replace(r, path=str(target)) for r in results]
+    for r in results:
+        log.info("%s parity (%s): max|diff| %.3g <= tol %.3g", f, r.describe_inputs(), r.max_abs_diff, r.tolerance)
+    return ExportedModel(
+        format=f, path=str(target), size_bytes=tmp_path.stat().st_size, sha256=file_sha256(tmp_path),
+        converter=CONVERTER[f], converter_version=versions.get("torch" if f == "onnx" else "litert-torch"),
+        runtime=loaded.runtime, runtime_version=versions.get(loaded.runtime),
+        output_shape=[int(v) if v is not None else -1 for v in loaded.output_shape], parity=results,
+    )
+
+
 def export_model(
     module,
     input_shape: Sequence[int],
@@ -140,7 +173,7 @@ def export_model(
     ``parity_inputs``: inputs to compare on, in addition to the seeded ones (any multiple of
     the batch). Existing ``<stem>.<ext>`` files in ``out_dir`` are replaced only with ``force``.
     Raises :class:`~nagkit.export.parity.ParityError` (exit 1) on a mismatch and
-    :class:`~nagkit.export.convert.ConversionError` (exit 3) when a converter fails.
+    :class:`~nagkit.runtimes.convert.ConversionError` (exit 3) when a converter fails.
     """
     import torch
 
@@ -170,34 +203,9 @@ def export_model(
     models: dict[str, ExportedModel] = {}
     try:
         for f in fmts:
-            tmp_path = staging / targets[f].name
-            t0 = time.perf_counter()
-            log.info("converting to %s with %s (input %s %s)", f, CONVERTER[f], shape, INPUT_LAYOUT)
-            (to_onnx if f == "onnx" else to_tflite)(module, example, tmp_path)
-            durations[f"convert_{f}"] = round(time.perf_counter() - t0, 4)
-            t0 = time.perf_counter()
-            loaded = load_model(tmp_path, threads=threads)
-            results = []
-            try:
-                if parity:
-                    results.append(check_parity(module, loaded, seed=seed, rtol=rtol))
-                    if parity_inputs is not None:
-                        results.append(check_parity(module, loaded, inputs=parity_inputs, rtol=rtol))
-            except ParityError as e:  # name the target, not the staging file that is about to vanish
-                raise ParityError(e.message.replace(str(tmp_path), str(targets[f])) + "; nothing was written",
-                                  dataclasses.replace(e.result, path=str(targets[f])), hint=e.hint) from None
-            durations[f"parity_{f}"] = round(time.perf_counter() - t0, 4)
-            results = [dataclasses.replace(r, path=str(targets[f])) for r in results]
-            for r in results:
-                log.info("%s parity (%s): max|diff| %.3g <= tol %.3g", f, r.describe_inputs(),
-                         r.max_abs_diff, r.tolerance)
-            models[f] = ExportedModel(
-                format=f, path=str(targets[f]), size_bytes=tmp_path.stat().st_size, sha256=file_sha256(tmp_path),
-                converter=CONVERTER[f], converter_version=versions.get("torch" if f == "onnx" else "litert-torch"),
-                runtime=loaded.runtime, runtime_version=versions.get(loaded.runtime),
-                output_shape=[int(v) if v is not None else -1 for v in loaded.output_shape], parity=results,
-            )
-            del loaded
+            models[f] = _export_one(module, example, f, staging / targets[f].name, targets[f], versions=versions,
+                                    durations=durations, parity=parity, parity_inputs=parity_inputs, seed=seed,
+                                    rtol=rtol, threads=threads)
         for f in fmts:
             os.replace(staging / targets[f].name, targets[f])
     except BaseException:

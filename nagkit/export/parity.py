@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from nagkit.errors import BadInputError, CheckFailedError
-from nagkit.export.runtime import LoadedModel, load_model
+from nagkit.runtimes.base import LoadedModel
+from nagkit.runtimes.models import load_model
 
 DEFAULT_RTOL = 1e-4
 

@@ -22,8 +22,11 @@ from typing import Any
 
 from nagkit.errors import BadInputError
 from nagkit.latency.keys import block_key
+from nagkit.runtimes.convert import convert_module
+from nagkit.runtimes.versions import format_versions
 from nagkit.space.arch import Arch
-from nagkit.space.space import LayerSpec, SearchSpace
+from nagkit.space.layers import LayerSpec, layer_input_shape
+from nagkit.space.space import SearchSpace
 
 log = logging.getLogger(__name__)
 
@@ -61,40 +64,16 @@ def unique_layers(space: SearchSpace, resolutions: Iterable[int] | None = None) 
     return out
 
 
-def layer_input_shape(layer: LayerSpec) -> tuple[int, ...]:
-    """NCHW input of the one-layer model (classifier/feature mix take [1, C, 1, 1] too)."""
-    return (1, layer.cin, layer.in_hw, layer.in_hw)
-
-
 def build_block(layer: LayerSpec, seed: int = 0):
     """The layer as an ``nn.Module`` in eval mode (random init from a fixed seed)."""
     import torch
 
     from nagkit.supernet.static import build_layer
 
-    torch.manual_seed(seed)
-    mod = build_layer(layer)
+    with torch.random.fork_rng(devices=[]):  # the caller's RNG state is left alone
+        torch.manual_seed(seed)
+        mod = build_layer(layer)
     return mod.eval()
-
-
-def converter_versions(fmt: str) -> dict[str, str]:
-    """Versions of the tools that produce ``fmt`` files (part of the cache key)."""
-    from importlib import metadata
-
-    import torch
-
-    v = {"torch": torch.__version__.split("+")[0]}
-    names = {"tflite": ["litert-torch"], "onnx": ["onnx"], "torch": []}[fmt]
-    for n in names:
-        try:
-            v[n] = metadata.version(n)
-        except metadata.PackageNotFoundError:
-            v[n] = "missing"
-    if fmt == "onnx":
-        from nagkit.export.convert import ONNX_OPSET
-
-        v["opset"] = str(ONNX_OPSET)
-    return v
 
 
 def default_cache_dir() -> Path:
@@ -109,7 +88,7 @@ class BlockCache:
         if fmt not in FORMATS:
             raise BadInputError(f"model format {fmt!r} is not one of {', '.join(FORMATS)}")
         self.fmt = fmt
-        self.versions = converter_versions(fmt)
+        self.versions = format_versions(fmt)
         tag = hashlib.sha256(repr(sorted(self.versions.items())).encode()).hexdigest()[:10]
         self.root = Path(cache_dir) if cache_dir else default_cache_dir()
         self.dir = self.root / f"{fmt}-{tag}"
@@ -129,7 +108,7 @@ class BlockCache:
             return p
         self.misses += 1
         self.dir.mkdir(parents=True, exist_ok=True)
-        return convert(build_block(layer), layer_input_shape(layer), self.fmt, p)
+        return convert_module(build_block(layer), layer_input_shape(layer), self.fmt, p)
 
     def prepare(self, layers: dict[str, LayerSpec], jobs: int | None = None, progress: bool = True) -> None:
         """Convert every block of ``layers`` that is not cached yet, ``jobs`` processes at once
@@ -160,7 +139,7 @@ def _convert_task(task: tuple) -> str:
     logging.getLogger().setLevel(logging.ERROR)
     if kind == "block":
         layer = LayerSpec(**payload)
-        convert(build_block(layer), layer_input_shape(layer), fmt, Path(path))
+        convert_module(build_block(layer), layer_input_shape(layer), fmt, Path(path))
     else:
         from nagkit.supernet.static import StaticNet
 
@@ -168,7 +147,7 @@ def _convert_task(task: tuple) -> str:
         space = SearchSpace.from_dict(space_d)
         arch = space.parse_arch(arch_s)
         net = StaticNet.from_arch(space, arch, seed=seed)
-        convert(net, (1, space.in_channels, arch.r, arch.r), fmt, Path(path))
+        convert_module(net, (1, space.in_channels, arch.r, arch.r), fmt, Path(path))
     return path
 
 
@@ -202,17 +181,3 @@ def convert_many(tasks: list[tuple], jobs: int | None = None, progress: bool = T
                 for f in futs:
                     f.cancel()
                 raise
-
-
-def convert(module, input_shape: tuple[int, ...], fmt: str, path: Path) -> Path:
-    """Convert ``module`` to ``fmt`` at ``path`` (atomically, via nagkit.export.convert)."""
-    import torch
-
-    from nagkit.export.convert import to_onnx, to_tflite
-
-    example = torch.randn(*input_shape, generator=torch.Generator().manual_seed(0))
-    if fmt == "tflite":
-        return to_tflite(module, example, path)
-    if fmt == "onnx":
-        return to_onnx(module, example, path)
-    raise BadInputError(f"cannot convert to {fmt!r}; valid: tflite, onnx")

@@ -71,8 +71,8 @@ def import_ofa(directory: str | Path, space: SearchSpace, *, device: dict[str, A
     d = Path(directory)
     if not d.is_dir():
         raise BadInputError(f"OFA table folder {str(d)!r} does not exist or is not a folder",
-                            hint="point at the folder holding 160_lookup_table.yaml, 164_..., e.g. "
-                                 "/work/shared/data/ofa-note10/note10_lut")
+                            hint="point at the folder holding 160_lookup_table.yaml, 164_lookup_table.yaml, ... "
+                                 "(OFA's note10_lut folder from mit-han-lab/once-for-all)")
     files = sorted((int(m.group(1)), p) for p in d.iterdir() if (m := _FILE_RE.match(p.name)))
     if not files:
         raise BadInputError(f"no '<resolution>_lookup_table.yaml' files in {str(d)!r}")

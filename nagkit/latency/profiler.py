@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from nagkit.errors import ArtifactError, BadInputError
-from nagkit.latency.blocks import BlockCache, layer_input_shape, unique_layers
+from nagkit.latency.blocks import BlockCache, unique_layers
 from nagkit.latency.progress import progress_bar
 from nagkit.latency.table import LatencyTable, utc_now
-from nagkit.space.space import LayerSpec, SearchSpace
+from nagkit.space.layers import LayerSpec, layer_input_shape
+from nagkit.space.space import SearchSpace
 
 log = logging.getLogger(__name__)
 

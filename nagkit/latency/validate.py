@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from nagkit.errors import BadInputError
-from nagkit.latency.blocks import FORMATS, converter_versions, default_cache_dir
+from nagkit.latency.blocks import FORMATS, default_cache_dir
+from nagkit.runtimes.versions import format_versions
 from nagkit.latency.progress import progress_bar
 from nagkit.latency.table import LatencyTable
 from nagkit.space.arch import Arch
@@ -62,7 +63,7 @@ class NetworkCache:
 
     def __init__(self, fmt: str, cache_dir: str | Path | None = None):
         self.fmt = fmt
-        self.versions = converter_versions(fmt) if fmt != "torch" else {}
+        self.versions = format_versions(fmt) if fmt != "torch" else {}
         tag = hashlib.sha256(repr(sorted(self.versions.items())).encode()).hexdigest()[:10]
         root = Path(cache_dir) if cache_dir else default_cache_dir().parent
         self.dir = root / "nets" / f"{fmt}-{tag}"

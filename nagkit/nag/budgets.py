@@ -1,9 +1,13 @@
-"""Latency budgets: K grid budgets and the interpolated budget embedding g(B).
+"""Latency budgets: the checks every command applies, K grid budgets and the interpolated
+budget embedding g(B).
 
-K budgets B_1 < ... < B_K are evenly spaced over the dataset's latency range. Each has a
-learned embedding g(B_k); a budget between two grid budgets B1 < B < B2 uses
+A budget must be a finite number > 0 and at least the fastest network of the space on the
+table (:func:`check_budget`); above the slowest network every network fits, and generation
+uses the slowest network's latency as the budget (saying so).
+
+K budgets B_1 < ... < B_K are evenly spaced over the space's latency range on the table. Each
+has a learned embedding g(B_k); a budget between two grid budgets B1 < B < B2 uses
 ``g(B) = xi * g(B1) + (1 - xi) * g(B2)`` with ``xi = (B2 - B) / (B2 - B1)`` (DESIGN.md).
-A budget outside [B_1, B_K] is an error naming the feasible range.
 """
 
 from __future__ import annotations
@@ -13,11 +17,34 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nagkit.errors import BadInputError
+import math
+from typing import Any
+
+from nagkit.errors import BadInputError, CheckFailedError
 
 
-class BudgetOutOfRangeError(BadInputError):
-    """A budget outside the grid's range (exit 2)."""
+class BudgetBelowRangeError(CheckFailedError):
+    """A budget below the fastest network of the space on the table (exit 1)."""
+
+
+def check_budget(budget: Any, fastest: float, slowest: float) -> tuple[float, str | None]:
+    """(budget to generate for, note) for a requested budget; raises on a bad one."""
+    try:
+        b = float(budget)
+    except (TypeError, ValueError):
+        raise BadInputError(f"budget {str(budget)[:40]!r} is not a number of milliseconds") from None
+    if not math.isfinite(b) or b <= 0:
+        raise BadInputError(f"budget {b:g} ms must be a finite number > 0",
+                            hint=f"pass a budget in {fastest:.4g}..{slowest:.4g} ms")
+    if b < fastest:
+        raise BudgetBelowRangeError(
+            f"budget {b:g} ms is below the fastest network of this space on this table ({fastest:.4g} ms)",
+            hint=f"pass a budget >= {fastest:.4g} ms (the space's range on this table is "
+                 f"{fastest:.4g}..{slowest:.4g} ms)")
+    if b > slowest:
+        return slowest, (f"budget {b:g} ms is above the slowest network of the space ({slowest:.4g} ms): every "
+                         "network fits, so this is the most accurate one the generator finds")
+    return b, None
 
 
 @dataclass(frozen=True)
@@ -49,28 +76,6 @@ class BudgetGrid:
     @property
     def hi(self) -> float:
         return self.values[-1]
-
-    def check(self, budgets: float | Sequence[float]) -> np.ndarray:
-        """The budgets as an array; raises :class:`BudgetOutOfRangeError` naming the range."""
-        b = np.atleast_1d(np.asarray(budgets, dtype=np.float64))
-        bad = ~np.isfinite(b) | (b < self.lo - 1e-9) | (b > self.hi + 1e-9)
-        if bad.any():
-            x = float(b[np.flatnonzero(bad)[0]])
-            raise BudgetOutOfRangeError(
-                f"budget {x:g} ms is outside the feasible range {self.lo:.2f}..{self.hi:.2f} ms of this "
-                "generator (the latency range of its training data)",
-                hint=f"pass a budget in {self.lo:.2f}..{self.hi:.2f} ms, or widen [budgets] min_ms/max_ms "
-                     "in the workspace and retrain with `nagkit train`")
-        return np.clip(b, self.lo, self.hi)
-
-    def interpolation(self, budgets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(index of B1, index of B2, xi) for each budget (checked)."""
-        b = self.check(budgets)
-        grid = np.asarray(self.values)
-        i2 = np.clip(np.searchsorted(grid, b, side="left"), 1, self.k - 1)
-        i1 = i2 - 1
-        xi = (grid[i2] - b) / (grid[i2] - grid[i1])
-        return i1, i2, xi
 
     def stratified(self, n: int, rng: np.random.Generator, start: float = 0.0) -> np.ndarray:
         """``n`` budgets, one uniformly drawn in each of ``n`` equal slices of the range (of its

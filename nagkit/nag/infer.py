@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from nagkit.errors import BadInputError, CheckFailedError
+from nagkit.errors import BadInputError
 from nagkit.latency.slots import SlotLatency
+from nagkit.nag.budgets import BudgetBelowRangeError, check_budget  # noqa: F401 - re-exported
 from nagkit.nag.config import InferenceConfig, torch_threads
 from nagkit.nag.generator import sample_archs
 from nagkit.nag.guided import GuidedSearch, run_guided
@@ -40,10 +41,6 @@ from nagkit.space.arch import Arch
 from nagkit.space.decisions import Decisions, Pool, dedupe
 
 CANDIDATES = 20  # ranked candidates kept per budget (build falls back along them)
-
-
-class BudgetBelowRangeError(CheckFailedError):
-    """A budget below the fastest network of the space on the table (exit 1)."""
 
 
 @dataclass
@@ -87,26 +84,6 @@ class BudgetResult:
                 "n_sampled": self.n_sampled, "n_unique": self.n_unique, "accuracy_source": self.accuracy_source,
                 "selection_queries": self.selection_queries, "display_queries": self.display_queries,
                 "seconds": self.seconds, **self.extra}
-
-
-def check_budget(budget: Any, fastest: float, slowest: float) -> tuple[float, str | None]:
-    """(budget to generate for, note) for a requested budget; raises on a bad one."""
-    try:
-        b = float(budget)
-    except (TypeError, ValueError):
-        raise BadInputError(f"budget {str(budget)[:40]!r} is not a number") from None
-    if not math.isfinite(b) or b <= 0:
-        raise BadInputError(f"budget {b:g} ms must be a finite number > 0",
-                            hint=f"pass a budget in {fastest:.3g}..{slowest:.3g} ms")
-    if b < fastest:
-        raise BudgetBelowRangeError(
-            f"budget {b:g} ms is below the fastest network of this space on this table ({fastest:.4g} ms)",
-            hint=f"pass a budget >= {fastest:.4g} ms (the space's range on this table is "
-                 f"{fastest:.4g}..{slowest:.4g} ms)")
-    if b > slowest:
-        return slowest, (f"budget {b:g} ms is above the slowest network of the space ({slowest:.4g} ms): every "
-                         "network fits, so this is the most accurate one the generator finds")
-    return b, None
 
 
 def budget_seed(seed: int, budget: float) -> int:
@@ -242,23 +219,3 @@ class NagModel:
         for c, a in zip(need, src.evaluate([c.arch for c in need])):
             c.accuracy = float(a)
         return src.queries - q0
-
-
-def generate(workspace, budgets: Sequence[float], *, samples: int | None = None, seed: int = 0, top: int = 10,
-             model: NagModel | None = None, search_queries: int | None = None,
-             display: bool = True) -> list[BudgetResult]:
-    """Ranked candidates for each budget of a workspace (best first)."""
-    from nagkit.workspace import load_workspace
-
-    ws = load_workspace(workspace)
-    model = model or load_workspace_model(ws)
-    return model.generate(budgets, samples=samples, seed=seed, top=top, search_queries=search_queries,
-                          display=display)
-
-
-def load_workspace_model(ws, with_source: bool = True) -> NagModel:
-    paths = {k: ws.artifact_path(k) for k in ("evaluator", "generator", "archive")}
-    for k in ("evaluator", "generator"):
-        ws.require_artifact(k)
-    return NagModel.load(ws.space, ws.latency_table, paths, source=ws.open_accuracy_source() if with_source else None,
-                         inference=ws.inference)

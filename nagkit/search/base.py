@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from nagkit.errors import BadInputError, CheckFailedError
+from nagkit.errors import CheckFailedError
 from nagkit.registry import Registry
 from nagkit.space.arch import Arch
 from nagkit.space.sampling import sample
@@ -232,15 +232,6 @@ def run_search(method: SearchMethod, stop: StopRule, *, min_delta: float = 0.0, 
                         st.best_lat, st.queries, st.step, st.elapsed, st.history, method.settings())
 
 
-# name -> factory(problem, seed, **options) -> SearchMethod
+# name -> factory(problem, seed, **options) -> SearchMethod; nagkit.search.methods registers the
+# built-in ones, nagkit.search.factory.make_method makes one by name
 METHODS: Registry[Any] = Registry("search method", hint="see `nagkit search --help`")
-
-
-def make_method(name: str, problem: SearchProblem, seed: int = 0, **options) -> SearchMethod:
-    import nagkit.search.methods  # noqa: F401 - registers the methods
-
-    factory = METHODS.get(name)
-    try:
-        return factory(problem, seed, **options)
-    except TypeError as e:
-        raise BadInputError(f"bad options for search method {name!r}: {e}") from None

@@ -37,82 +37,68 @@ def hypervolume(points: Sequence[tuple[float, float]], ref_lat: float, ref_acc: 
     return area
 
 
-def run_compare(ws, budgets: Sequence[float], methods: Sequence[str], *, queries: int | None = None,
-                seeds: int = 1, rerank: int | None = None, plot_dir: str | Path | None = None,
-                hist_budget: float | None = None, log: Callable[[str], None] | None = None) -> dict[str, Any]:
-    from nagkit.search.base import METHODS, SearchProblem, make_method, run_search
+def _nag_rows(ws, budgets: list[float], source, search_queries: int | None, log) -> tuple[list, dict, Any]:
+    """(rows, latency samples per budget, training queries) of the workspace's generator:
+    zero-query generation unless ``search_queries`` > 0."""
+    import json
+
+    model = ws.nag_model(with_source=False)
+    model.source = source
+    gen_meta = json.loads(ws.artifact_path("generator").with_suffix(".json").read_text())
+    training_queries = gen_meta.get("provenance", {}).get("accuracy_queries")
+    q0 = source.queries
+    t0 = time.perf_counter()
+    results = model.generate(budgets, top=1, search_queries=search_queries or 0)
+    wall = time.perf_counter() - t0
+    rows, samples = [], {}
+    for b, r in zip(budgets, results):
+        _, lat = model.sample(r.effective_budget_ms, N_FEAS, seed=12345)
+        samples[b] = lat.tolist()
+        rows.append({"method": "nag", "budget_ms": b, "arch": str(r.best.arch), "accuracy": r.best.accuracy,
+                     "latency_ms": r.best.latency_ms, "feasible_rate": float((lat <= b).mean()),
+                     "seconds": r.seconds, "accuracy_queries": r.selection_queries,
+                     "display_queries": r.display_queries, "seeds": 1,
+                     "settings": {"samples": model.inference.samples, "search_queries": search_queries or 0}})
+    log(f"nag: {len(budgets)} budgets in {wall:.2f} s, {source.queries - q0} accuracy queries "
+        "(to display the chosen archs' accuracy)")
+    return rows, samples, training_queries
+
+
+def _baseline_rows(ws, method: str, budgets: list[float], source, *, seeds: int, queries: int | None,
+                   log) -> tuple[list, dict]:
+    """(rows, latency samples of the method's proposals per budget) of one baseline search."""
+    from nagkit.search.base import SearchProblem, run_search
+    from nagkit.search.factory import make_method
     from nagkit.search.methods import default_stop
 
-    import nagkit.search.methods  # noqa: F401 - registers the methods
-
-    known = ("nag",) + tuple(METHODS.names())
-    for m in methods:
-        if m not in known:
-            from nagkit.errors import UnknownNameError
-
-            raise UnknownNameError("method", m, known, hint="e.g. --methods nag,evolution,random")
-    if seeds < 1:
-        raise BadInputError(f"--seeds must be >= 1, got {seeds}")
-    log = log or (lambda s: None)
     sp, table = ws.space, ws.latency_table
-    source = ws.open_accuracy_source()
-    budgets = [float(b) for b in budgets]
-    rows: list[dict[str, Any]] = []
-    lat_samples: dict[str, dict[float, list[float]]] = {}
-    if "nag" in methods:
-        from nagkit.nag.infer import NagModel
+    rows, samples = [], {}
+    for b in budgets:
+        runs = []
+        for s in range(seeds):
+            meth = make_method(method, SearchProblem(sp, table, source, b), seed=s)
+            res = run_search(meth, default_stop(method, queries))
+            runs.append((res, table.predict_many(sp, meth.proposals(N_FEAS))))
+        best = max(runs, key=lambda x: -math.inf if x[0].arch is None else x[0].accuracy)[0]
+        accs = [r.accuracy for r, _ in runs if r.arch is not None]
+        plat = runs[0][1]
+        samples[b] = plat.tolist()
+        rows.append({"method": method, "budget_ms": b, "arch": str(best.arch) if best.arch else None,
+                     "accuracy": float(np.mean(accs)) if accs else math.nan,
+                     "accuracy_best_seed": best.accuracy, "accuracy_seeds": accs,
+                     "arch_seeds": [str(r.arch) if r.arch is not None else None for r, _ in runs],
+                     "latency_ms": best.latency_ms,
+                     "feasible_rate": float((plat <= b).mean()),
+                     "seconds": float(np.mean([r.seconds for r, _ in runs])),
+                     "accuracy_queries": int(np.mean([r.queries for r, _ in runs])), "seeds": seeds,
+                     "settings": best.settings})
+        log(f"{method} @ {b:g} ms: {rows[-1]['accuracy'] * 100:.2f}% in {rows[-1]['seconds']:.2f} s, "
+            f"{rows[-1]['accuracy_queries']} queries")
+    return rows, samples
 
-        model = NagModel.from_workspace(ws)
-        model.source = source
-        import json as _json
 
-        gen_meta = _json.loads(ws.artifact_path("generator").with_suffix(".json").read_text())
-        nag_training_queries = gen_meta.get("provenance", {}).get("accuracy_queries")
-        model.grid.check(budgets)
-        inf = ws.inference
-        rr = inf.rerank if rerank is None else rerank
-        q0 = source.queries
-        t0 = time.perf_counter()
-        results = model.generate(budgets, samples=inf.samples, rerank=rr, max_rounds=inf.max_rounds, top=1)
-        wall = time.perf_counter() - t0
-        archs, lat, bud = model.sample(budgets, N_FEAS, seed=12345)
-        lat_samples["nag"] = {}
-        for i, (b, r) in enumerate(zip(budgets, results)):
-            sl = slice(i * N_FEAS, (i + 1) * N_FEAS)
-            lat_samples["nag"][b] = lat[sl].tolist()
-            rows.append({"method": "nag", "budget_ms": b, "arch": str(r.best.arch), "accuracy": r.best.accuracy,
-                         "latency_ms": r.best.latency_ms, "feasible_rate": float((lat[sl] <= b).mean()),
-                         "seconds": wall / len(budgets), "accuracy_queries": r.queries, "seeds": 1,
-                         "settings": {"samples": inf.samples, "rerank": rr}})
-        log(f"nag: {len(budgets)} budgets in {wall:.2f} s, {source.queries - q0} accuracy queries")
-    for m in methods:
-        if m == "nag":
-            continue
-        lat_samples[m] = {}
-        for b in budgets:
-            runs = []
-            for s in range(seeds):
-                prob = SearchProblem(sp, table, source, b)
-                meth = make_method(m, prob, seed=s)
-                res = run_search(meth, default_stop(m, queries))
-                props = meth.proposals(N_FEAS)
-                plat = table.predict_many(sp, props)
-                runs.append((res, plat))
-            best = max(runs, key=lambda x: -math.inf if x[0].arch is None else x[0].accuracy)[0]
-            accs = [r.accuracy for r, _ in runs if r.arch is not None]
-            plat = runs[0][1]
-            lat_samples[m][b] = plat.tolist()
-            rows.append({"method": m, "budget_ms": b, "arch": str(best.arch) if best.arch else None,
-                         "accuracy": float(np.mean(accs)) if accs else math.nan,
-                         "accuracy_best_seed": best.accuracy, "accuracy_seeds": accs,
-                         "arch_seeds": [str(r.arch) if r.arch is not None else None for r, _ in runs],
-                         "latency_ms": best.latency_ms,
-                         "feasible_rate": float((plat <= b).mean()),
-                         "seconds": float(np.mean([r.seconds for r, _ in runs])),
-                         "accuracy_queries": int(np.mean([r.queries for r, _ in runs])), "seeds": seeds,
-                         "settings": best.settings})
-            log(f"{m} @ {b:g} ms: {rows[-1]['accuracy'] * 100:.2f}% in {rows[-1]['seconds']:.2f} s, "
-                f"{rows[-1]['accuracy_queries']} queries")
+def _summary(rows: list[dict], methods: Sequence[str], budgets: list[float]) -> tuple[dict, float, float]:
+    """(per-method hypervolume, time, queries, budget check; reference latency; reference accuracy)."""
     accs_all = [r["accuracy"] for r in rows if r["accuracy"] is not None and math.isfinite(r["accuracy"])]
     ref_acc = (min(accs_all) * 100 - 1.0) if accs_all else 0.0
     ref_lat = max(budgets)
@@ -124,9 +110,40 @@ def run_compare(ws, budgets: Sequence[float], methods: Sequence[str], *, queries
                       "total_seconds": float(sum(r["seconds"] for r in mine)),
                       "total_queries": int(sum(r["accuracy_queries"] for r in mine)),
                       "all_within_budget": all(r["latency_ms"] <= r["budget_ms"] for r in mine if r["arch"])}
-        if m == "nag":  # paid once for every budget: the dataset and refinement queries
-            summary[m]["training_queries"] = nag_training_queries
-    report = {"workspace": ws.name, "space": sp.name, "accuracy_source": source.provenance(),
+    return summary, ref_lat, ref_acc
+
+
+def run_compare(ws, budgets: Sequence[float], methods: Sequence[str], *, queries: int | None = None,
+                seeds: int = 1, search_queries: int | None = None, plot_dir: str | Path | None = None,
+                hist_budget: float | None = None, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """NAG and the baselines at every budget, with the same accuracy source: one row per method
+    and budget, a summary per method (hypervolume, time, queries) and optional plots."""
+    from nagkit.search.factory import method_names
+
+    known = ("nag",) + tuple(method_names())
+    for m in methods:
+        if m not in known:
+            from nagkit.errors import UnknownNameError
+
+            raise UnknownNameError("method", m, known, hint="e.g. --methods nag,evolution,random")
+    if seeds < 1:
+        raise BadInputError(f"--seeds must be >= 1, got {seeds}")
+    log = log or (lambda s: None)
+    source = ws.open_accuracy_source()
+    budgets = [float(b) for b in budgets]
+    rows: list[dict[str, Any]] = []
+    lat_samples: dict[str, dict[float, list[float]]] = {}
+    nag_training_queries = None
+    if "nag" in methods:
+        rows, lat_samples["nag"], nag_training_queries = _nag_rows(ws, budgets, source, search_queries, log)
+    for m in methods:
+        if m != "nag":
+            m_rows, lat_samples[m] = _baseline_rows(ws, m, budgets, source, seeds=seeds, queries=queries, log=log)
+            rows += m_rows
+    summary, ref_lat, ref_acc = _summary(rows, methods, budgets)
+    if "nag" in methods:  # paid once for every budget: the dataset and refinement queries
+        summary["nag"]["training_queries"] = nag_training_queries
+    report = {"workspace": ws.name, "space": ws.space.name, "accuracy_source": source.provenance(),
               "latency_table": ws.latency_table_spec, "budgets_ms": budgets, "methods": list(methods),
               "queries_per_budget": queries, "seeds": seeds, "rows": rows, "summary": summary,
               "hypervolume_reference": {"latency_ms": ref_lat, "accuracy_pct": ref_acc}}

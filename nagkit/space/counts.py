@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from nagkit.space.space import LayerSpec
+from nagkit.space.layers import LayerSpec
 
 
 def layer_params(l: LayerSpec) -> int:

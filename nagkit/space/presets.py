@@ -50,6 +50,16 @@ SPACES.register(
 )
 
 
+# The images each registered space's weights were trained on: what a bundle's preprocessing
+# record describes (nagkit.images.preprocessing).
+DATASETS = {"ofa-mbv3-w1.0": "imagenet", "ofa-mbv3-w1.2": "imagenet", "fmnist-mbv3-w0.5": "fashion-mnist"}
+
+
+def dataset_of(space: str | SearchSpace) -> str | None:
+    """The dataset of a registered space (``imagenet``, ``fashion-mnist``), None for others."""
+    return DATASETS.get(space if isinstance(space, str) else space.name)
+
+
 def get_space(name: str | SearchSpace) -> SearchSpace:
     if isinstance(name, SearchSpace):
         return name

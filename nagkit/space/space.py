@@ -14,46 +14,9 @@ from typing import Any
 
 from nagkit.errors import ArchError, BadInputError
 from nagkit.space.arch import Arch
+from nagkit.space.layers import LayerSpec, conv_out, make_divisible
 
-
-def make_divisible(v: float, divisor: int = 8, min_val: int | None = None) -> int:
-    """OFA's (and TF's) channel rounding: nearest multiple of ``divisor``, never < 90% of v."""
-    if min_val is None:
-        min_val = divisor
-    new_v = max(min_val, int(v + divisor / 2) // divisor * divisor)
-    if new_v < 0.9 * v:
-        new_v += divisor
-    return int(new_v)
-
-
-def conv_out(size: int, stride: int) -> int:
-    """Spatial size after a 'same'-padded conv (odd kernel): ``(f - 1) // s + 1``."""
-    return (size - 1) // stride + 1
-
-
-@dataclass(frozen=True)
-class LayerSpec:
-    """One layer of a concrete (static) network, as latency tables and counters see it.
-
-    ``kind`` is one of ``stem``, ``mbconv`` (the fixed first block too, with ``expand=1``),
-    ``final_expand``, ``pool``, ``feature_mix``, ``classifier``.
-    """
-
-    kind: str
-    in_hw: int
-    out_hw: int
-    cin: int
-    cout: int
-    k: int = 1
-    stride: int = 1
-    mid: int = 0
-    expand: float = 0
-    se: bool = False
-    se_mid: int = 0
-    act: str = ""
-    skip: bool = False
-    bn: bool = True
-    bias: bool = False
+__all__ = ["LayerSpec", "SearchSpace", "conv_out", "make_divisible"]
 
 
 @dataclass(frozen=True)
@@ -175,10 +138,10 @@ class SearchSpace:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - names)
         if unknown:
-            import difflib
+            from nagkit.errors import did_you_mean
 
-            sugg = {u: difflib.get_close_matches(u, names, n=1) for u in unknown}
-            msg = ", ".join(f"{u!r}" + (f" (did you mean {s[0]!r}?)" if s else "") for u, s in sugg.items())
+            sugg = {u: did_you_mean(u, names) for u in unknown}
+            msg = ", ".join(f"{u!r}" + (f" ({s})" if s else "") for u, s in sugg.items())
             raise BadInputError(f"unknown space field(s) {msg}; valid fields: {', '.join(sorted(names))}")
         kw = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()}
         return cls(**kw)

@@ -1,7 +1,7 @@
 """Subnet accuracy with inherited weights: extract -> BN recalibration -> accuracy.
 
 Images stay uint8 tensors (on the evaluation device) until a batch is preprocessed at the
-subnet's resolution with :func:`nagkit.data.fmnist.preprocess`, the same function used for
+subnet's resolution with :func:`nagkit.images.fmnist.preprocess`, the same function used for
 training and for exported models.
 """
 
@@ -17,7 +17,7 @@ from nagkit.supernet.bn import recalibrate_bn
 
 def image_batches(images: torch.Tensor, resolution: int, mean, std, batch_size: int,
                   channels_last: bool = False) -> Iterator[torch.Tensor]:
-    from nagkit.data.fmnist import preprocess
+    from nagkit.images.fmnist import preprocess
 
     for i in range(0, len(images), batch_size):
         x = preprocess(images[i:i + batch_size], resolution, mean, std)

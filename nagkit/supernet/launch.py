@@ -20,12 +20,24 @@ def train_worker(env: ddp.DistEnv, opts: dict[str, Any]) -> None:
     """One training process (rank ``env.rank``); also the single-process path."""
     import torch
 
-    from nagkit.data.fmnist import load_splits
+    threads = int(opts["threads"]) if env.device == "cpu" and opts.get("threads") else None
+    before = torch.get_num_threads()
+    if threads:  # restored below: the single-process path runs in the caller's process
+        torch.set_num_threads(threads)
+    try:
+        _train(env, opts)
+    finally:
+        if threads:
+            torch.set_num_threads(before)
+
+
+def _train(env: ddp.DistEnv, opts: dict[str, Any]) -> None:
+    import torch
+
+    from nagkit.images.fmnist import load_splits
     from nagkit.space import SearchSpace
     from nagkit.supernet.train import TrainConfig, TrainData, Trainer
 
-    if env.device == "cpu" and opts.get("threads"):
-        torch.set_num_threads(int(opts["threads"]))
     if env.device.startswith("cuda") and os.environ.get("NAGKIT_CUDNN") == "0":
         # A/B switch for the per-conv-shape set-up cost seen on H200 (docs/decisions.md, 2).
         torch.backends.cudnn.enabled = False
@@ -67,7 +79,7 @@ def launch(opts: dict[str, Any], device: str, gpus: int, log=lambda m: None) -> 
 def make_opts(space, cfg, *, data_dir: str | None, out: str, n_val: int = 5000, resume: bool = False,
               max_steps: int | None = None, max_minutes: float | None = None, limit_train: int | None = None,
               threads: int | None = None) -> dict[str, Any]:
-    from nagkit.data.fmnist import data_dir as find_dir
+    from nagkit.images.fmnist import data_dir as find_dir
 
     return {"space": space.to_dict(), "config": cfg.to_dict(), "data_dir": str(find_dir(data_dir)), "n_val": n_val,
             "val_seed": cfg.seed, "out": str(out), "resume": resume, "max_steps": max_steps,
@@ -81,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from nagkit.space import get_space
-    from nagkit.supernet.train import TrainConfig, default_phases, parse_epochs
+    from nagkit.supernet.train_config import TrainConfig, default_phases, parse_epochs
 
     ap = argparse.ArgumentParser(prog="python -m nagkit.supernet.launch")
     ap.add_argument("--space", default="fmnist-mbv3-w0.5")

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from nagkit.space import Arch, LayerSpec, SearchSpace
+from nagkit.space import Arch, LayerSpec, SearchSpace, layer_input_shape
 from nagkit.supernet.layers import (
     ConvLayer, FlattenLinear, GlobalAvgPool, IdentityLayer, LinearLayer, MBConvLayer, ResidualBlock,
     global_avg_pool,
@@ -25,7 +25,8 @@ def _mbconv_from_spec(l: LayerSpec, bn: tuple[float, float]) -> ResidualBlock:
 
 
 def build_layer(spec: LayerSpec, bn: tuple[float, float] = (0.1, 1e-5)) -> nn.Module:
-    """One layer of a static network as a standalone module with input ``layer_input_shape``."""
+    """One layer of a static network as a standalone module with input
+    :func:`nagkit.space.layer_input_shape`."""
     if spec.kind == "stem":
         return ConvLayer(spec.cin, spec.cout, spec.k, spec.stride, act_func=spec.act, bn_momentum=bn[0], bn_eps=bn[1])
     if spec.kind == "mbconv":
@@ -39,10 +40,6 @@ def build_layer(spec: LayerSpec, bn: tuple[float, float] = (0.1, 1e-5)) -> nn.Mo
     if spec.kind == "classifier":
         return FlattenLinear(LinearLayer(spec.cin, spec.cout))
     raise ValueError(f"unknown layer kind {spec.kind!r}")
-
-
-def layer_input_shape(spec: LayerSpec, batch: int = 1) -> tuple[int, int, int, int]:
-    return (batch, spec.cin, spec.in_hw, spec.in_hw)
 
 
 class StaticNet(nn.Module):

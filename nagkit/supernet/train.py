@@ -26,7 +26,7 @@ import math
 import platform
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,106 +34,19 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from nagkit.errors import ArtifactError, BadInputError, CheckpointError
+from nagkit.errors import BadInputError, CheckpointError
 from nagkit.io import atomic_torch_save, atomic_write_text
 from nagkit.space import Arch, SearchSpace
 from nagkit.space.sampling import sample
 from nagkit.supernet.ddp import DistEnv, all_reduce_mean_, all_sum, average_gradients, barrier
 from nagkit.supernet.network import OFAMobileNetV3
+from nagkit.supernet.train_config import (FINAL_NAME, FORMAT, LOG_NAME, STATE_NAME, PhaseConfig, TrainConfig,
+                                          default_phases, parse_epochs, phase_space, read_train_meta, seed_of)
+
+__all__ = ["FINAL_NAME", "FORMAT", "LOG_NAME", "STATE_NAME", "PhaseConfig", "TrainConfig", "TrainData", "TrainState",
+           "Trainer", "default_phases", "parse_epochs", "phase_space", "read_train_meta", "seed_of"]
 
 log = logging.getLogger(__name__)
-
-STATE_NAME = "train_state.pt"
-FINAL_NAME = "supernet.pt"
-LOG_NAME = "train_log.jsonl"
-FORMAT = "nagkit-supernet/1"
-
-
-@dataclass(frozen=True)
-class PhaseConfig:
-    name: str
-    epochs: int
-    lr: float
-    subnets: int = 1
-
-
-def default_phases(space: SearchSpace, epochs: dict[str, int] | None = None) -> tuple[PhaseConfig, ...]:
-    """OFA's schedule, shortened for small data: full, kernel, depth1.., expand1.."""
-    e = {"full": 12, "kernel": 6, "depth": 4, "expand": 4, **(epochs or {})}
-    out = [PhaseConfig("full", e["full"], 0.1, 1)]
-    if len(space.ks_list) > 1:
-        out.append(PhaseConfig("kernel", e["kernel"], 0.03, 1))
-    for i in range(1, len(space.depth_list)):
-        out.append(PhaseConfig(f"depth{i}", e.get(f"depth{i}", e["depth"]), 0.01, 2))
-    for i in range(1, len(space.expand_list)):
-        out.append(PhaseConfig(f"expand{i}", e.get(f"expand{i}", e["expand"]), 0.01, 2))
-    return tuple(out)
-
-
-def parse_epochs(text: str | None) -> dict[str, int]:
-    """``"full=12,kernel=6,depth=4,expand=4"`` (``depth``/``expand`` set every stage;
-    ``depth1=...`` one stage). Raises BadInputError naming the bad item."""
-    if not text:
-        return {}
-    out: dict[str, int] = {}
-    for item in text.split(","):
-        k, sep, v = item.strip().partition("=")
-        base = k.rstrip("0123456789")
-        if not sep or base not in ("full", "kernel", "depth", "expand") or not v.strip().isdigit():
-            raise BadInputError(f"bad --epochs item {item!r}; write NAME=N with NAME in full, kernel, depth, expand "
-                                "(or depth1, expand2, ...)", hint="e.g. --epochs full=12,kernel=6,depth=4,expand=4")
-        out[k] = int(v)
-    return out
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    phases: tuple[PhaseConfig, ...]
-    batch_size: int = 256            # per process
-    momentum: float = 0.9
-    weight_decay: float = 3e-5
-    label_smoothing: float = 0.1
-    kd_ratio: float = 1.0
-    warmup_epochs: float = 1.0       # full phase only
-    seed: int = 0
-    augment: bool = True
-    calib_images: int = 2000         # BN recalibration for the end-of-phase evaluation
-    eval_every_epoch: bool = True
-    ckpt_every_steps: int = 0
-    fixed_shape: bool | None = None  # masked largest-shape execution; None = on for CUDA (decisions.md 9)
-    cuda_graphs: bool | None = None  # replay each step as a CUDA graph; None = on for CUDA (decisions.md 13)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["phases"] = [asdict(p) for p in self.phases]
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
-        d = dict(d)
-        d["phases"] = tuple(PhaseConfig(**p) for p in d["phases"])
-        return cls(**d)
-
-
-def phase_space(space: SearchSpace, name: str) -> tuple[SearchSpace, int | None]:
-    """The sub-space sampled in phase ``name`` and the ``sort_channels`` stage run at its start."""
-    ks, es, ds = space.ks_list, space.expand_list, space.depth_list
-    if name == "full":
-        return space.replace(ks_list=(max(ks),), expand_list=(max(es),), depth_list=(max(ds),)), None
-    if name == "kernel":
-        return space.replace(expand_list=(max(es),), depth_list=(max(ds),)), None
-    if name.startswith("depth"):
-        i = int(name[5:])
-        return space.replace(expand_list=(max(es),), depth_list=tuple(sorted(ds)[-(i + 1):])), None
-    if name.startswith("expand"):
-        i = int(name[6:])
-        return space.replace(expand_list=tuple(sorted(es)[-(i + 1):])), i - 1
-    raise BadInputError(f"unknown phase {name!r}; valid: full, kernel, depthN, expandN")
-
-
-def _seed_of(*parts: int) -> int:
-    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1, np.uint64)[0] >> 1)
-
 
 @dataclass
 class TrainData:
@@ -199,7 +112,7 @@ class Trainer:
         self.state = TrainState()
         self.opt: torch.optim.Optimizer | None = None
         self.sched: torch.optim.lr_scheduler.LambdaLR | None = None
-        g = torch.Generator().manual_seed(_seed_of(cfg.seed, 7919))
+        g = torch.Generator().manual_seed(seed_of(cfg.seed, 7919))
         n_cal = min(cfg.calib_images, len(data.train_x))
         self.calib_idx = torch.randperm(len(data.train_x), generator=g)[:n_cal].to(self.device)
 
@@ -295,7 +208,7 @@ class Trainer:
 
     # -- one step --------------------------------------------------------------------------------
     def _batch(self, idx: torch.Tensor, gen: torch.Generator, r: int) -> tuple[torch.Tensor, torch.Tensor]:
-        from nagkit.data.fmnist import augment, preprocess
+        from nagkit.images.fmnist import augment, preprocess
 
         x = self.data.train_x.index_select(0, idx)
         if self.cfg.augment:
@@ -314,11 +227,19 @@ class Trainer:
         rng = np.random.default_rng([cfg.seed, phase_i, st.epoch, st.step])
         r = int(rng.choice(self.space.resolutions))
         archs = [Arch(r, sample(sub_space, rng).stages) for _ in range(phase.subnets)]
-        seed = _seed_of(cfg.seed, phase_i, st.epoch, st.step)
+        seed = seed_of(cfg.seed, phase_i, st.epoch, st.step)
         gen = torch.Generator(device=self.device).manual_seed(seed)
-        torch.manual_seed(_seed_of(seed, self.env.rank))
         x, y = self._batch(idx, gen, r)
         kd = self.teacher is not None and phase.name != "full" and cfg.kd_ratio > 0
+        # Dropout draws from the global generators: seed them for this step and rank inside a
+        # fork, so training leaves the caller's RNG state as it found it.
+        with torch.random.fork_rng(devices=[self.device] if self.cuda else []):
+            torch.manual_seed(seed_of(seed, self.env.rank))
+            return self._optimise(x, y, archs, kd)
+
+    def _optimise(self, x: torch.Tensor, y: torch.Tensor, archs: list[Arch], kd: bool) -> torch.Tensor:
+        """Forward/backward every subnet of the step, average gradients over ranks, update."""
+        cfg = self.cfg
         if self.graphs is not None:
             loss = self.graphs.step(x, y, archs, self.teacher if kd else None)
             all_reduce_mean_(self.graphs.flat, self.env)
@@ -374,80 +295,21 @@ class Trainer:
         elif resume:
             self.progress(f"nothing to resume in {self.out} (no {STATE_NAME}); starting fresh")
         t_start = time.monotonic()
-        from torch.utils.data.distributed import DistributedSampler
 
-        spe = self.steps_per_epoch()
-        cfg, st, bs = self.cfg, self.state, self.cfg.batch_size
+        def limit_reached() -> bool:
+            return (max_steps is not None and self.state.global_step >= max_steps) or (
+                max_seconds is not None and time.monotonic() - t_start >= max_seconds)
+
+        cfg, st = self.cfg, self.state
         while st.phase < len(cfg.phases):
             phase = cfg.phases[st.phase]
-            fresh_phase = st.epoch == 0 and st.step == 0
-            if fresh_phase:
-                if phase.name != "full" and self.teacher is None and cfg.kd_ratio > 0:
-                    self.teacher = self._frozen_copy()
-                _, sort_stage = phase_space(self.space, phase.name)
-                if sort_stage is not None:
-                    self.net.sort_channels(sort_stage)
-                self._make_optimizer(phase)
-                st.phase_images, st.phase_seconds = 0.0, 0.0
-            elif self.opt is None:
-                self._make_optimizer(phase)
+            self._start_phase(phase)
             while st.epoch < phase.epochs:
-                sampler = DistributedSampler(range(len(self.data.train_x)), num_replicas=self.env.world_size,
-                                             rank=self.env.rank, shuffle=True, seed=cfg.seed, drop_last=True)
-                sampler.set_epoch(_seed_of(st.phase, st.epoch) % (1 << 31))
-                order = torch.tensor(list(sampler), dtype=torch.long)[: spe * bs].view(spe, bs).to(self.device)
-                losses: list[torch.Tensor] = []
-                t0 = time.perf_counter()
-                n0 = st.step
-                while st.step < spe:
-                    losses.append(self.train_step(st.phase, order[st.step]))
-                    st.step += 1
-                    st.global_step += 1
-                    stop = (max_steps is not None and st.global_step >= max_steps) or (
-                        max_seconds is not None and time.monotonic() - t_start >= max_seconds)
-                    ckpt = cfg.ckpt_every_steps and st.global_step % cfg.ckpt_every_steps == 0
-                    if stop or ckpt or st.step == spe:
-                        if self.cuda:
-                            torch.cuda.synchronize()
-                        dt = time.perf_counter() - t0
-                        st.phase_images += (st.step - n0) * bs * self.env.world_size
-                        st.phase_seconds += dt
-                        t0, n0 = time.perf_counter(), st.step
-                    if stop and st.step < spe:
-                        self.save_state()
-                        if self.env.is_main:
-                            self.write_final(complete=False)
-                        barrier(self.env)
-                        return "stopped"
-                    if ckpt and st.step < spe:
-                        self.save_state()
-                loss = all_sum([float(torch.stack(losses).sum()) if losses else 0.0, len(losses)], self.env)
-                row: dict[str, Any] = {"phase": phase.name, "epoch": st.epoch + 1, "of": phase.epochs,
-                                       "global_step": st.global_step,
-                                       "loss": round(loss[0] / max(loss[1], 1), 5),
-                                       "lr": round(self.opt.param_groups[0]["lr"], 6),
-                                       "images_per_s": round(st.phase_images / max(st.phase_seconds, 1e-9), 1)}
-                st.epoch += 1
-                st.step = 0
-                last = st.epoch == phase.epochs
-                if self.env.is_main and (cfg.eval_every_epoch or last):
-                    row["val"] = self.evaluate(self._eval_archs(phase.name))
-                st.log.append(row)
-                self.progress(json.dumps(row))
-                if last:
-                    st.log.append({"phase": phase.name, "done": True, "epochs": phase.epochs,
-                                   "images": int(st.phase_images), "seconds": round(st.phase_seconds, 3),
-                                   "images_per_s": round(st.phase_images / max(st.phase_seconds, 1e-9), 1),
-                                   "world_size": self.env.world_size, "batch_per_process": bs,
-                                   "subnets_per_step": phase.subnets})
-                    st.phase += 1
-                    st.epoch = 0
-                    self.opt, self.sched = None, None
-                self.save_state()
-                barrier(self.env)
-                stop = (max_steps is not None and st.global_step >= max_steps) or (
-                    max_seconds is not None and time.monotonic() - t_start >= max_seconds)
-                if stop and st.phase < len(cfg.phases):
+                losses = self._train_epoch(limit_reached)
+                if losses is None:
+                    return "stopped"
+                last = self._end_epoch(phase, losses)
+                if limit_reached() and st.phase < len(cfg.phases):
                     if self.env.is_main:
                         self.write_final(complete=False)
                     return "stopped"
@@ -457,6 +319,90 @@ class Trainer:
             self.write_final()
         barrier(self.env)
         return "done"
+
+    def _start_phase(self, phase: PhaseConfig) -> None:
+        """A fresh phase: the teacher (from ``kernel`` on), channel sorting, a new optimizer.
+        A phase resumed mid-way only needs its optimizer back."""
+        st = self.state
+        if st.epoch == 0 and st.step == 0:
+            if phase.name != "full" and self.teacher is None and self.cfg.kd_ratio > 0:
+                self.teacher = self._frozen_copy()
+            _, sort_stage = phase_space(self.space, phase.name)
+            if sort_stage is not None:
+                self.net.sort_channels(sort_stage)
+            self._make_optimizer(phase)
+            st.phase_images, st.phase_seconds = 0.0, 0.0
+        elif self.opt is None:
+            self._make_optimizer(phase)
+
+    def _epoch_order(self) -> torch.Tensor:
+        """This rank's image indices for the epoch, one row per step."""
+        from torch.utils.data.distributed import DistributedSampler
+
+        st, spe, bs = self.state, self.steps_per_epoch(), self.cfg.batch_size
+        sampler = DistributedSampler(range(len(self.data.train_x)), num_replicas=self.env.world_size,
+                                     rank=self.env.rank, shuffle=True, seed=self.cfg.seed, drop_last=True)
+        sampler.set_epoch(seed_of(st.phase, st.epoch) % (1 << 31))
+        return torch.tensor(list(sampler), dtype=torch.long)[: spe * bs].view(spe, bs).to(self.device)
+
+    def _train_epoch(self, limit_reached: Callable[[], bool]) -> list[torch.Tensor] | None:
+        """The rest of the current epoch's steps; their losses, or None when a limit stopped the
+        run mid-epoch (state and an incomplete final checkpoint saved)."""
+        st, cfg, spe = self.state, self.cfg, self.steps_per_epoch()
+        order = self._epoch_order()
+        losses: list[torch.Tensor] = []
+        t0, n0 = time.perf_counter(), st.step
+        while st.step < spe:
+            losses.append(self.train_step(st.phase, order[st.step]))
+            st.step += 1
+            st.global_step += 1
+            stop = limit_reached()
+            ckpt = cfg.ckpt_every_steps and st.global_step % cfg.ckpt_every_steps == 0
+            if stop or ckpt or st.step == spe:
+                if self.cuda:
+                    torch.cuda.synchronize()
+                st.phase_images += (st.step - n0) * cfg.batch_size * self.env.world_size
+                st.phase_seconds += time.perf_counter() - t0
+                t0, n0 = time.perf_counter(), st.step
+            if stop and st.step < spe:
+                self.save_state()
+                if self.env.is_main:
+                    self.write_final(complete=False)
+                barrier(self.env)
+                return None
+            if ckpt and st.step < spe:
+                self.save_state()
+        return losses
+
+    def _end_epoch(self, phase: PhaseConfig, losses: list[torch.Tensor]) -> bool:
+        """Log the epoch (validating on the main rank), close the phase after its last epoch,
+        save the state. Returns whether that was the phase's last epoch."""
+        st, cfg, bs = self.state, self.cfg, self.cfg.batch_size
+        loss = all_sum([float(torch.stack(losses).sum()) if losses else 0.0, len(losses)], self.env)
+        row: dict[str, Any] = {"phase": phase.name, "epoch": st.epoch + 1, "of": phase.epochs,
+                               "global_step": st.global_step,
+                               "loss": round(loss[0] / max(loss[1], 1), 5),
+                               "lr": round(self.opt.param_groups[0]["lr"], 6),
+                               "images_per_s": round(st.phase_images / max(st.phase_seconds, 1e-9), 1)}
+        st.epoch += 1
+        st.step = 0
+        last = st.epoch == phase.epochs
+        if self.env.is_main and (cfg.eval_every_epoch or last):
+            row["val"] = self.evaluate(self._eval_archs(phase.name))
+        st.log.append(row)
+        self.progress(json.dumps(row))
+        if last:
+            st.log.append({"phase": phase.name, "done": True, "epochs": phase.epochs,
+                           "images": int(st.phase_images), "seconds": round(st.phase_seconds, 3),
+                           "images_per_s": round(st.phase_images / max(st.phase_seconds, 1e-9), 1),
+                           "world_size": self.env.world_size, "batch_per_process": bs,
+                           "subnets_per_step": phase.subnets})
+            st.phase += 1
+            st.epoch = 0
+            self.opt, self.sched = None, None
+        self.save_state()
+        barrier(self.env)
+        return last
 
     # -- final artifact --------------------------------------------------------------------------
     def write_final(self, complete: bool = True) -> Path:
@@ -486,20 +432,3 @@ def _device_name(dev: torch.device) -> str:
     if dev.type == "cuda":
         return torch.cuda.get_device_name(dev)
     return platform.processor() or platform.machine()
-
-
-def read_train_meta(path: str | Path) -> dict[str, Any]:
-    """The JSON training metadata stored in a final nagkit supernet checkpoint."""
-    from nagkit.supernet.checkpoint import read_checkpoint
-
-    obj = read_checkpoint(path)
-    if obj.get("format") != FORMAT:
-        raise ArtifactError(f"{str(path)!r} is not a checkpoint written by `nagkit supernet train`")
-    return json.loads(obj.get("train", "{}"))
-
-
-def finetune_subnet(ws, sub, *, epochs: int, seed: int = 0, **kw):
-    """See :func:`nagkit.supernet.finetune.finetune_subnet` (the build command's hook)."""
-    from nagkit.supernet.finetune import finetune_subnet as _ft
-
-    return _ft(ws, sub, epochs=epochs, seed=seed, **kw)

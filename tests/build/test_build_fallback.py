@@ -42,14 +42,14 @@ class OverBudgetFirstDevice:
 
 @pytest.mark.slow
 def test_over_budget_candidate_is_replaced_by_the_next(tmp_path):
-    from nagkit.build import build
+    from nagkit.app.build import BuildOptions, build
     from nagkit.export.bundle import read_bundle
 
     budget = 20.0
     dev = OverBudgetFirstDevice(extra_ms=1000.0)
     try:
-        res = build(budget, workspace="ofa-note10", device=dev, formats="tflite", out=tmp_path / "b",
-                    random_init=True, max_tries=3)
+        res = build(budget, workspace="ofa-note10", device=dev,
+                    options=BuildOptions(formats="tflite", out=tmp_path / "b", random_init=True, max_tries=3))
     finally:
         dev.close()
     assert dev.calls == 2
@@ -68,7 +68,7 @@ def test_over_budget_candidate_is_replaced_by_the_next(tmp_path):
 
 @pytest.mark.slow
 def test_all_candidates_over_budget_fails_and_leaves_nothing(tmp_path):
-    from nagkit.build import build
+    from nagkit.app.build import BuildOptions, build
     from nagkit.errors import CheckFailedError
 
     class AlwaysOver(OverBudgetFirstDevice):
@@ -80,8 +80,8 @@ def test_all_candidates_over_budget_fails_and_leaves_nothing(tmp_path):
     dev = AlwaysOver(0)
     try:
         with pytest.raises(CheckFailedError, match="none of the 1 best candidates"):
-            build(20.0, workspace="ofa-note10", device=dev, formats="tflite", out=tmp_path / "b", random_init=True,
-                  max_tries=1)
+            build(20.0, workspace="ofa-note10", device=dev,
+                  options=BuildOptions(formats="tflite", out=tmp_path / "b", random_init=True, max_tries=1))
     finally:
         dev.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -13,7 +13,7 @@ from ..cli.helpers import run_cli
 def models(tmp_path_factory):
     import torch
 
-    from nagkit.export.convert import to_onnx, to_tflite
+    from nagkit.runtimes.convert import to_onnx, to_tflite
 
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),

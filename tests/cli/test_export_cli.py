@@ -160,7 +160,7 @@ def test_golden_case5_onnx_with_batch_2(capsys, tmp_path, monkeypatch):
     arch = get_space("ofa-mbv3-w1.0").parse_arch(case_arch_json(5))
     out = tmp_path / "nagkit-export" / str(arch)
     assert "parity max|diff|" in res.out and f"nagkit-export/{arch}/model.onnx" in res.out
-    from nagkit.export.runtime import load_model
+    from nagkit.runtimes.models import load_model
 
     t = torch.load(GOLDEN / "golden_cases.pt", weights_only=True)["case5"]
     m = load_model(out / "model.onnx")

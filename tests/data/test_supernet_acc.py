@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from nagkit.data.accuracy import open_accuracy_source
-from nagkit.data.fmnist import FILES
+from nagkit.images.fmnist import FILES
 from nagkit.data.supernet_acc import SupernetEvaluator, read_results
 from nagkit.errors import ArtifactError, BadInputError
 from nagkit.io import atomic_torch_save
@@ -148,3 +148,11 @@ def test_sharded_collection_under_torchrun_resumes_and_merges(setup, tmp_path):
     assert all(0.0 <= v <= 1.0 for v in merged.values())
     direct = SupernetEvaluator(ckpt, space, {**opts, "batch_size": 1000})(space.parse_arch(a) for a in sorted(want))
     assert np.allclose(direct, [merged[a] for a in sorted(want)])
+
+
+def test_evaluation_leaves_the_callers_thread_count(setup):
+    space, ckpt, opts, _ = setup
+    src = open_accuracy_source(f"supernet:{ckpt}", space, options={**opts, "threads": 1})
+    torch.set_num_threads(2)  # the one_thread fixture restores the count afterwards
+    src.evaluate([space.smallest()])
+    assert torch.get_num_threads() == 2

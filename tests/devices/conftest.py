@@ -31,10 +31,10 @@ def benchmark_runner(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_tflite(tmp_path_factory):
-    """A tiny conv net as .tflite (converted with nagkit.export.convert.to_tflite, once)."""
+    """A tiny conv net as .tflite (converted with nagkit.runtimes.convert.to_tflite, once)."""
     import torch
 
-    from nagkit.export.convert import to_tflite
+    from nagkit.runtimes.convert import to_tflite
 
     g = torch.Generator().manual_seed(0)
     net = torch.nn.Sequential(

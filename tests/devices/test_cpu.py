@@ -31,7 +31,7 @@ def _tiny_net():
 def onnx_model(tmp_path_factory):
     import torch
 
-    from nagkit.export.convert import to_onnx
+    from nagkit.runtimes.convert import to_onnx
 
     x = torch.randn(SHAPE, generator=torch.Generator().manual_seed(0))
     return to_onnx(_tiny_net(), x, tmp_path_factory.mktemp("onnx") / "tiny.onnx")
@@ -41,7 +41,7 @@ def onnx_model(tmp_path_factory):
 def tflite_model(tmp_path_factory):
     import torch
 
-    from nagkit.export.convert import to_tflite
+    from nagkit.runtimes.convert import to_tflite
 
     x = torch.randn(SHAPE, generator=torch.Generator().manual_seed(0))
     return to_tflite(_tiny_net(), x, tmp_path_factory.mktemp("tflite") / "tiny.tflite")
@@ -252,7 +252,7 @@ def test_thread_count_reaches_the_worker_environment():
 def test_litert_falls_back_to_tflite_runtime_only_when_that_is_installed(monkeypatch):
     import importlib.util
 
-    from nagkit.devices import cpu
+    from nagkit.runtimes import versions
 
     real = importlib.util.find_spec
 
@@ -264,11 +264,11 @@ def test_litert_falls_back_to_tflite_runtime_only_when_that_is_installed(monkeyp
         return real(name, *a, **k)
 
     monkeypatch.setattr(importlib.util, "find_spec", only_tflite_runtime)
-    row = cpu.runtime_versions()["litert"]
+    row = versions.runtime_status()["litert"]
     assert row["available"] and row["package"] == "tflite-runtime"
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: None if name in
                         ("ai_edge_litert", "tflite_runtime") else real(name, *a, **k))
-    row = cpu.runtime_versions()["litert"]
+    row = versions.runtime_status()["litert"]
     assert not row["available"] and row["package"] == "ai-edge-litert"
     with pytest.raises(DeviceError) as ei:
         get_device("cpu")

@@ -11,15 +11,10 @@ from pathlib import Path
 import pytest
 
 from nagkit.devices.base import MeasureConfig
-from nagkit.devices.registry import (
-    DeviceSpec,
-    adb_transport,
-    get_device,
-    list_devices,
-    load_profile,
-    parse_cores,
-    parse_device_spec,
-)
+from nagkit.devices.listing import list_devices
+from nagkit.devices.profiles import load_profile
+from nagkit.devices.registry import get_device, parse_device_spec
+from nagkit.devices.spec import DeviceSpec, adb_transport, parse_cores
 from nagkit.errors import BadInputError, DeviceError, UnknownNameError, exit_code_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -278,14 +273,14 @@ def test_plugin_returning_a_non_device_is_refused(plugin_dist):
 
 def test_plugin_cannot_shadow_builtin(plugin_dist, caplog):
     from nagkit.devices.cpu import CpuDevice
-    from nagkit.devices.registry import plugin_names
+    from nagkit.devices.plugins import plugin_names
 
     ds = parse_device_spec("cpu")
     assert ds.kind == "cpu" and ds.get("runtime") == "litert"
     dev = get_device("cpu:onnxruntime")  # the worker starts lazily, so this is cheap
     assert isinstance(dev, CpuDevice)
     dev.close()
-    with caplog.at_level(logging.WARNING, logger="nagkit.devices.registry"):
+    with caplog.at_level(logging.WARNING, logger="nagkit.devices.plugins"):
         names = plugin_names()
     assert "echo" in names and "cpu" not in names
     assert any("shadows a built-in" in r.getMessage() for r in caplog.records)
@@ -369,17 +364,30 @@ def test_adb_profile_goes_to_the_adb_device_with_its_keys(tmp_path):
 
 
 def test_profiles_of_missing_runtimes_are_listed_as_unreachable(monkeypatch):
-    from nagkit.devices import cpu
+    from nagkit.runtimes import versions
 
-    real = cpu.runtime_versions
+    real = versions.runtime_status
 
     def without_litert():  # test double: this machine as if LiteRT were not installed (the GPU machine)
         rows = real()
         rows["litert"] = {"available": False, "package": "ai-edge-litert", "version": None}
         return rows
 
-    monkeypatch.setattr(cpu, "runtime_versions", without_litert)
+    monkeypatch.setattr(versions, "runtime_status", without_litert)
     rows = {r["spec"]: r for r in list_devices(adb=False, cuda=False)}
     assert not rows["cpu"]["available"] and rows["cpu"]["install"] == "pip install ai-edge-litert"
     assert not rows["cpu-litert-1t"]["available"] and "litert is not installed" in rows["cpu-litert-1t"]["note"]
     assert rows["cpu-onnxruntime-1t"]["available"]
+
+
+def test_built_in_kinds_are_table_entries():
+    from nagkit.devices.kinds import KINDS, profile_keys
+
+    assert KINDS.names() == ["adb", "cpu", "cuda"]
+    for name in KINDS:
+        kind = KINDS.get(name)
+        assert kind.name == name and kind.parse(name if name != "adb" else "adb:SERIAL1").kind == name
+    assert profile_keys("cpu") == ("runtime", "threads", "cores") and "taskset" in profile_keys("adb")
+    assert profile_keys("some-plugin") == ()
+    with pytest.raises(ValueError, match="already registered"):
+        KINDS.register("cpu", KINDS.get("cpu"))

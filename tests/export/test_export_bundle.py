@@ -17,7 +17,7 @@ from nagkit.export.bundle import (RANDOM_INIT_NOTE, make_manifest, read_bundle, 
 from nagkit.export.parity import ParityError
 from nagkit.supernet import StaticNet
 from nagkit.export.exporter import export_model
-from nagkit.export.runtime import load_model
+from nagkit.runtimes.models import load_model
 from nagkit.export.schema import MANIFEST_SCHEMA_PATH, Validator, validate_manifest
 
 
@@ -83,13 +83,16 @@ def test_write_and_read_bundle_folder_and_zip(exported, tmp_path):
     assert m["latency"]["measured"]["median_ms"] == pytest.approx(stats.median_ms)
     assert m["weights"]["sha256"] == "ab" * 32 and m["budget_ms"] == 3.0 and m["device"] == {"spec": "cpu"}
     assert m["input"]["shape"] == [1, 3, 32, 32] and m["input"]["layout"] == "NCHW"
-    assert m["input"]["preprocessing"]["resize"] == 37 and m["input"]["preprocessing"]["center_crop"] == 32
+    # a space without ImageNet weights: nagkit's own pipeline, the image resized straight to r (no crop)
+    pre = m["input"]["preprocessing"]
+    assert (pre["resize"], pre["center_crop"], pre["color"]) == (32, 32, "RGB") and "no crop" in pre["note"]
     assert m["output"]["n_classes"] == 10 and m["output"]["labels"][3] == "class3"
     assert m["files"]["model.onnx"]["parity"]["passed"] is True
     assert {"nagkit", "torch", "litert", "onnxruntime"} <= set(m["versions"])
     assert m["build"] == {"workspace": "ws", "candidates_tried": 2} and m["seed"] == 3
     readme = (out / "README.md").read_text()
     assert "onnxruntime" in readme and "InferenceSession" in readme and "(1, 3, 32, 32)" in readme
+    assert "resize to 32x32 (no crop)" in readme
 
     x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
     ref = net(torch.from_numpy(x)).detach().numpy()
@@ -100,6 +103,18 @@ def test_write_and_read_bundle_folder_and_zip(exported, tmp_path):
             assert np.abs(y - ref).max() <= 1e-4 * max(1, np.abs(ref).max())
             root = rb.root
     assert not root.exists() or root == out  # a zip's temporary folder is removed on close
+
+
+def test_preprocessing_follows_the_images_the_weights_were_trained_on():
+    from nagkit.images.preprocessing import preprocessing_for
+    from nagkit.space import get_space
+
+    ofa = preprocessing_for(get_space("ofa-mbv3-w1.0"), 224)  # OFA's ImageNet evaluation transform
+    assert (ofa["resize"], ofa["center_crop"], ofa["color"]) == (256, 224, "RGB")
+    assert ofa["mean"] == pytest.approx([0.485, 0.456, 0.406])
+    fm = preprocessing_for(get_space("fmnist-mbv3-w0.5"), 36)  # nagkit.images.fmnist.preprocess
+    assert (fm["resize"], fm["center_crop"], fm["color"]) == (36, 36, "grayscale")
+    assert fm["mean"] == pytest.approx([0.2860]) and fm["std"] == pytest.approx([0.3530])
 
 
 def test_random_init_manifest_says_latency_only(exported, tmp_path):

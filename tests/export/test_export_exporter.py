@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from nagkit.errors import BadInputError, UnknownNameError, exit_code_for
-from nagkit.export.convert import ConversionError
+from nagkit.runtimes.convert import ConversionError
 from nagkit.export.exporter import export_model, file_sha256, normalize_formats
 from nagkit.export.parity import ParityError, seeded_inputs, tolerance_for
-from nagkit.export.runtime import load_model
+from nagkit.runtimes.models import load_model
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,15 @@ def test_static_net_exports_to_both_formats_with_parity(tiny_export):
         ref = net(torch.from_numpy(x)).detach().numpy()
         assert np.abs(load_model(m.path).run(x) - ref).max() <= tolerance_for(ref)
     assert {"convert_onnx", "parity_onnx", "convert_tflite", "parity_tflite"} <= set(res.durations_s)
-    assert res.versions["torch"] == torch.__version__.split("+")[0] or res.versions["torch"]
+    # the versions recorded are the installed distributions' (what a bundle's manifest carries)
+    from importlib.metadata import version
+
+    assert res.versions["torch"] == version("torch") and res.versions["torch"].split("+")[0] == \
+        torch.__version__.split("+")[0]
+    assert (res.versions["onnx"], res.versions["litert-torch"]) == (version("onnx"), version("litert-torch"))
+    assert (res.versions["onnxruntime"], res.versions["litert"]) == (version("onnxruntime"), version("ai-edge-litert"))
+    assert res.models["onnx"].converter_version == version("torch")
+    assert res.models["tflite"].runtime_version == version("ai-edge-litert")
     d = res.to_dict()
     assert d["models"]["tflite"]["parity_max_abs_diff"] <= d["models"]["tflite"]["parity_tolerance"]
 

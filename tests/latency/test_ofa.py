@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -92,15 +93,22 @@ def test_random_archs_match_an_independent_sum_over_the_yaml(committed, space, y
     assert ours[0] == pytest.approx(committed.predict(space, archs[0]))
 
 
-def test_predict_many_is_fast_for_16000_archs(committed, space):
-    import time
-
-    archs = sample_many(space, 16000, seed=1)
-    t0 = time.perf_counter()
+def test_predict_many_equals_predict_arch_by_arch(committed, space):
+    # Its speed (16,000 archs) is measured in benchmarks/latency/bench_predict_many.py.
+    archs = sample_many(space, 1500, seed=1)
     pred = committed.predict_many(space, archs)
-    dt = time.perf_counter() - t0
-    assert pred.shape == (16000,) and np.all(np.isfinite(pred)) and np.all(pred > 0)
-    assert dt < 1.0, f"predict_many took {dt:.2f}s for 16000 archs"
+    one = np.array([committed.predict(space, a) for a in archs])
+    assert pred.shape == (1500,) and np.all(pred > 0)
+    np.testing.assert_allclose(pred, one, rtol=1e-12, atol=1e-12)
+
+
+def test_missing_folder_hint_names_no_machine_path(tmp_path, space):
+    from nagkit.errors import BadInputError
+
+    with pytest.raises(BadInputError) as ei:
+        import_ofa(tmp_path / "nowhere", space)
+    assert "160_lookup_table.yaml" in ei.value.hint and "note10_lut" in ei.value.hint
+    assert not re.search(r"(^|[\s'\"(])/[A-Za-z]", ei.value.hint), ei.value.hint
 
 
 def test_cli_predict_accepts_ofa_dict_and_string(space, cli_env, yamls):

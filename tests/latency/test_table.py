@@ -160,3 +160,16 @@ def test_latency_range_names_a_missing_block(lat_space, lat_table):
                             resolutions=lat_space.resolutions)
     with pytest.raises(MissingBlockError, match=key):
         t.latency_range(lat_space)
+
+
+def test_tables_follow_the_predictor_protocols(lat_space, lat_table):
+    from nagkit.data.synthetic import MacsLatencyTable
+    from nagkit.latency.predictor import LatencyPredictor, SlotLatencyPredictor
+
+    assert isinstance(lat_table, SlotLatencyPredictor)
+    fixed, slots = lat_table.slot_arrays(lat_space, lat_space.resolutions[0])
+    assert slots.shape == (lat_space.n_block_slots, len(lat_space.ks_list), len(lat_space.expand_list))
+    synthetic = MacsLatencyTable()
+    assert isinstance(synthetic, LatencyPredictor)
+    arch = lat_space.smallest()
+    assert synthetic.predict(lat_space, arch, calibrated=False) == synthetic.predict(lat_space, arch)

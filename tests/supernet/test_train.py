@@ -111,7 +111,10 @@ def test_resume_is_bitwise_identical(full_run, space, tmp_path):
 
 def test_resume_refuses_changed_settings(space, tmp_path):
     tr = Trainer(space, _cfg(space), _data(), tmp_path)
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
     assert tr.run(max_steps=1) == "stopped"
+    assert torch.equal(torch.get_rng_state(), before)  # steps seed dropout inside a fork: no global state
     other = Trainer(space, _cfg(space, label_smoothing=0.0), _data(), tmp_path)
     with pytest.raises(BadInputError, match="label_smoothing"):
         other.run(resume=True)
@@ -130,7 +133,7 @@ def _write_idx(folder, n_train=40, n_test=8):
     import gzip
     import struct
 
-    from nagkit.data.fmnist import FILES
+    from nagkit.images.fmnist import FILES
 
     rng = np.random.default_rng(1)
     for split, n in (("train", n_train), ("test", n_test)):
@@ -183,29 +186,28 @@ def test_cli_train_eval_and_corrupt_data(space, tmp_path, cli_env):
 
 
 def test_recalibrate_and_finetune_subnet(space, tmp_path):
-    from types import SimpleNamespace
-
+    from nagkit.data.supernet_acc import split_settings
     from nagkit.supernet import OFAMobileNetV3
     from nagkit.supernet.finetune import finetune_subnet, recalibrate_subnet
 
     _write_idx(tmp_path, n_train=48)
-    ws = SimpleNamespace(space=space, accuracy_options={"n_val": 8, "calib_images": 16},
-                         supernet_path=lambda: None)
+    split = split_settings({"n_val": 8, "calib_images": 16, "data_dir": str(tmp_path), "workers": 2})
+    assert (split.n_val, split.calib_images, split.val_seed, split.data_dir) == (8, 16, 0, str(tmp_path))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         net = OFAMobileNetV3(space)
     arch = space.smallest(32)
     sub = net.extract(arch)
     before = sub.blocks[1].conv.depth_conv.bn.running_var.clone()
-    recalibrate_subnet(ws, sub, data_dir=str(tmp_path))
+    recalibrate_subnet(sub, space, split)
     after = sub.blocks[1].conv.depth_conv.bn.running_var.clone()
     assert not torch.equal(before, after) and not sub.training
-    again = recalibrate_subnet(ws, net.extract(arch), data_dir=str(tmp_path))  # same images: same statistics
+    again = recalibrate_subnet(net.extract(arch), space, split)  # same images: same statistics
     assert torch.equal(again.blocks[1].conv.depth_conv.bn.running_var, after)
     w0 = sub.classifier.linear.weight.clone()
-    tuned = finetune_subnet(ws, sub, epochs=1, batch_size=16, data_dir=str(tmp_path))
+    tuned = finetune_subnet(sub, space, split, epochs=1, batch_size=16)
     out = tuned(torch.zeros(2, 1, 32, 32))
     assert out.shape == (2, 10) and torch.isfinite(out).all()
     assert not torch.equal(w0, tuned.classifier.linear.weight)
     with pytest.raises(BadInputError, match="at least 1 epoch"):
-        finetune_subnet(ws, sub, epochs=0, data_dir=str(tmp_path))
+        finetune_subnet(sub, space, split, epochs=0)

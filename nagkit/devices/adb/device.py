@@ -8,7 +8,6 @@ waits for it to cool down (bounded) and is retried.
 
 from __future__ import annotations
 
-import difflib
 import logging
 import os
 import re
@@ -20,7 +19,7 @@ from typing import Any
 from nagkit.devices.adb.transport import AdbTransport, quote_command
 from nagkit.devices.base import LatencyStats, MeasureConfig
 from nagkit.io import sha256_file
-from nagkit.errors import BadInputError, DeviceError
+from nagkit.errors import BadInputError, DeviceError, did_you_mean
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +99,8 @@ def validate_profile(profile: dict[str, Any] | None) -> dict[str, Any]:
         if key in META_KEYS:
             continue
         if key not in DEFAULTS:
-            close = difflib.get_close_matches(key, DEFAULTS, n=2)
-            raise BadInputError(f"unknown ADB profile key {key!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+            dym = did_you_mean(key, DEFAULTS)
+            raise BadInputError(f"unknown ADB profile key {key!r}" + (f"; {dym}" if dym else "")
                                 + f" Valid keys: {', '.join(sorted(DEFAULTS))}",
                                 hint="see device_profiles/README.md")
         out[key] = _coerce(key, val)
@@ -269,7 +268,7 @@ class AdbDevice:
             raise BadInputError(f"model file {str(local)!r} does not exist")
         if local.suffix != ".tflite":
             raise BadInputError(f"ADB devices run TFLite models; got {local.name!r}",
-                                hint="export with nagkit.export.convert.to_tflite or `nagkit export --format tflite`")
+                                hint="export with nagkit.runtimes.convert.to_tflite or `nagkit export --format tflite`")
         sha = self._file_sha(local)
         if sha in self._pushed:
             return self._pushed[sha]

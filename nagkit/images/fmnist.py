@@ -161,6 +161,26 @@ def split_train_val(n: int, n_val: int, seed: int) -> tuple[np.ndarray, np.ndarr
     return np.sort(perm[n_val:]), np.sort(perm[:n_val])
 
 
+@dataclass(frozen=True)
+class SplitSettings:
+    """Which images: the seeded validation split taken off the training set (``n_val``,
+    ``val_seed``) and the seeded subset of the rest used for BN recalibration
+    (``calib_images``, ``calib_seed``). ``data_dir`` None: :func:`data_dir`'s default."""
+
+    data_dir: str | None = None
+    n_val: int = 5000
+    val_seed: int = 0
+    calib_images: int = 2000
+    calib_seed: int = 0
+
+    def load(self, *, with_test: bool = False) -> Splits:
+        return load_splits(self.data_dir, n_val=self.n_val, seed=self.val_seed, with_test=with_test)
+
+    def calibration_indices(self, n_train: int) -> np.ndarray:
+        """The sorted indices of the calibration images among ``n_train`` training images."""
+        return np.sort(np.random.default_rng(self.calib_seed).permutation(n_train)[: self.calib_images])
+
+
 def load_splits(folder: str | os.PathLike | None = None, *, n_val: int = 5000, seed: int = 0,
                 with_test: bool = True) -> Splits:
     """Fashion-MNIST with a seeded validation split taken off the training set."""

@@ -1,11 +1,13 @@
-"""Convert a PyTorch module to ONNX (torch.onnx) or TFLite (litert-torch).
+"""Convert a PyTorch module to ONNX (torch.onnx) or TFLite (litert-torch): the one converter
+used by export, the latency profiler's blocks and validation networks.
 
 Both take an ``nn.Module`` (put in eval mode) and an example input with the exact shape the
 exported model will have (NCHW, as in PyTorch); both write atomically. The converters' chatter
 (Python-level prints and progress lines) is captured and logged at DEBUG level, and quoted in
 the error when a conversion fails; anything native code writes to file descriptor 1 is sent to
 stderr, so stdout stays clean for results. litert-torch is imported only here, on demand, so
-CUDA-only code never needs it.
+CUDA-only code never needs it. :func:`convert_module` converts with a seeded example input of a
+given shape.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from nagkit.errors import NagkitError
+from nagkit.io import current_umask
 
 log = logging.getLogger(__name__)
 
@@ -103,14 +106,8 @@ def _tmp_beside(path: Path, suffix: str) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     os.close(fd)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a model file is as readable as any
+    os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes 0600; a model file is as readable as any
     return tmp
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def to_onnx(module, example, path: str | os.PathLike, opset: int = ONNX_OPSET) -> Path:
@@ -126,13 +123,8 @@ def to_onnx(module, example, path: str | os.PathLike, opset: int = ONNX_OPSET) -
     buf = io.StringIO()
     try:
         with _captured("torch.onnx") as buf, torch.no_grad():
-            kwargs = dict(opset_version=opset, input_names=["input"], output_names=["output"])
-            try:
-                torch.onnx.export(module, (example,), tmp, dynamo=False, **kwargs)
-            except TypeError as e:  # older torch without the dynamo flag
-                if "dynamo" not in str(e):
-                    raise
-                torch.onnx.export(module, (example,), tmp, **kwargs)
+            torch.onnx.export(module, (example,), tmp, dynamo=False, opset_version=opset, input_names=["input"],
+                              output_names=["output"])
         model = onnx.load(tmp)
         onnx.checker.check_model(model, full_check=True)
         os.replace(tmp, path)
@@ -185,14 +177,14 @@ def to_tflite(module, example, path: str | os.PathLike) -> Path:
     return path
 
 
-def converter_versions() -> dict[str, str | None]:
-    """Versions of the converters (None where one is not installed)."""
-    from importlib import metadata
+def convert_module(module, input_shape: tuple[int, ...], fmt: str, path: str | os.PathLike) -> Path:
+    """Convert ``module`` to ``fmt`` (``tflite`` or ``onnx``) at ``path``, with a seeded
+    standard-normal example input of ``input_shape`` (NCHW)."""
+    import torch
 
-    out: dict[str, str | None] = {}
-    for dist in ("torch", "onnx", "litert-torch"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = None
-    return out
+    from nagkit.errors import BadInputError
+
+    if fmt not in ("tflite", "onnx"):
+        raise BadInputError(f"cannot convert to {fmt!r}; valid: tflite, onnx")
+    example = torch.randn(*input_shape, generator=torch.Generator().manual_seed(0))
+    return (to_tflite if fmt == "tflite" else to_onnx)(module, example, Path(path))

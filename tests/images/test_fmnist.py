@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nagkit.data import fmnist
+from nagkit.images import fmnist
 from nagkit.errors import ArtifactError, BadInputError
 
 

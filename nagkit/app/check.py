@@ -1,6 +1,8 @@
 """`nagkit check`: measure a bundle or model on a device and gate it on a latency budget.
 
-Exit 0 when the median is within budget, 1 when it is not (a CI gate), 2 for bad input,
+:func:`check` measures and returns a :class:`CheckResult`; :meth:`CheckResult.raise_if_failed`
+raises :class:`OverBudgetError` (a :class:`~nagkit.errors.CheckFailedError`, exit 1) when the
+median is over budget, like every other failed check. Exit 0 within budget, 2 for bad input,
 3 when the device fails.
 """
 
@@ -12,11 +14,24 @@ from pathlib import Path
 from typing import Any
 
 from nagkit.devices.base import Device, LatencyStats, MeasureConfig
-from nagkit.errors import BadInputError
+from nagkit.errors import BadInputError, CheckFailedError
 
 log = logging.getLogger(__name__)
 
 MODEL_SUFFIX = {".tflite": "tflite", ".onnx": "onnx"}
+
+
+class OverBudgetError(CheckFailedError):
+    """A model's measured median latency is over the budget (exit 1)."""
+
+    def __init__(self, result: CheckResult):
+        s = result.stats
+        super().__init__(
+            f"median {s.median_ms:.3f} ms > budget {result.budget_ms:g} ms on {result.device} "
+            f"(p10 {s.p10_ms:.3f}, p90 {s.p90_ms:.3f}, n={s.n}) [{result.model}]",
+            hint="build a faster model (`nagkit build --budget B` with a lower B), or check on the device "
+                 "the latency table was profiled on")
+        self.result = result
 
 
 @dataclass
@@ -31,6 +46,11 @@ class CheckResult:
     @property
     def passed(self) -> bool:
         return self.stats.median_ms <= self.budget_ms
+
+    def raise_if_failed(self) -> None:
+        """:class:`OverBudgetError` when the median is over the budget."""
+        if not self.passed:
+            raise OverBudgetError(self)
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "format": self.format, "device": self.device, "budget_ms": self.budget_ms,
@@ -47,7 +67,7 @@ def measure_config(runs: int | None) -> MeasureConfig | None:
 
 
 def _model_shape(path: Path) -> list[int]:
-    from nagkit.export.runtime import load_model
+    from nagkit.runtimes.models import load_model
 
     m = load_model(path)
     shape = m.describe().get("input_shape")

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from nagkit.errors import ArtifactError, BadInputError, CheckFailedError
-from nagkit.export.convert import to_onnx
 from nagkit.export.parity import ParityError, check_parity, compare, seeded_inputs, tolerance_for
-from nagkit.export.runtime import LiteRTModel, OnnxModel, load_model
+from nagkit.runtimes.convert import to_onnx
+from nagkit.runtimes.models import LiteRTModel, OnnxModel, load_model
 
 
 def small_net(seed: int = 0) -> torch.nn.Module:
@@ -138,7 +138,7 @@ def test_converter_output_never_reaches_stdout(capfd, tmp_path):
     """Results go to stdout; converters' chatter (Python and native) must not."""
     import os
 
-    from nagkit.export import convert
+    from nagkit.runtimes import convert
 
     with convert._captured("test") as buf:
         print("python-level chatter")

@@ -1,0 +1,362 @@
+"""`nagkit build`: from a latency budget to a verified TFLite/ONNX bundle.
+
+Phases (each timed): generate (NAG inference on the workspace) -> extract (subnet with the
+supernet's weights) -> [finetune] -> convert + parity (LiteRT / ONNX Runtime vs PyTorch) ->
+measure (on --device, if given) -> bundle. If the measured median exceeds the budget, the next
+candidate is tried, at most ``max_tries`` of them. Nothing is left behind on failure: exports
+go to a staging folder and the bundle is written atomically.
+
+The options are one frozen :class:`BuildOptions`; one build's state moves through named stages
+(:class:`_Build`: open, generate, then per candidate extract -> export -> measure, bundle).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nagkit.data.accuracy import AccuracySource
+from nagkit.errors import BadInputError, CheckFailedError
+from nagkit.latency.predictor import LatencyPredictor
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_TRIES = 3
+ACCURACY_MODES = ("auto", "always", "never")
+
+
+from nagkit.nag.budgets import BudgetBelowRangeError as InfeasibleBudgetError  # noqa: E402 - exit 1
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """How to build (everything but the budget, the workspace and an open device).
+
+    ``device_spec``: measure on this device (and fall back to the next candidate when over
+    budget); ``formats``: ``tflite``, ``onnx`` or both, comma-separated; ``out``: the bundle
+    folder (default ``nagkit-bundle-<B>ms``); ``weights``/``random_init``: other supernet
+    weights, or none; ``finetune``: epochs; ``samples``: generator samples per budget (default:
+    the workspace's); ``accuracy``: when to ask the workspace's accuracy source for the exported
+    arch's accuracy: ``always``, ``never``, or ``auto`` = unless the source is expensive (a
+    supernet evaluated on this machine: ~30 s per arch on a 2-core CPU) and has no cached value.
+    """
+
+    device_spec: str | None = None
+    formats: str | None = "tflite"
+    out: str | Path | None = None
+    force: bool = False
+    weights: str | None = None
+    random_init: bool = False
+    finetune: int = 0
+    max_tries: int = DEFAULT_MAX_TRIES
+    samples: int | None = None
+    seed: int = 0
+    accuracy: str = "auto"
+
+    def check(self) -> None:
+        if self.max_tries < 1:
+            raise BadInputError(f"--max-tries must be at least 1, got {self.max_tries}")
+        if self.accuracy not in ACCURACY_MODES:
+            raise BadInputError(f"--accuracy {self.accuracy!r} is not valid; valid: {', '.join(ACCURACY_MODES)}")
+
+
+@dataclass
+class Attempt:
+    arch: str
+    predicted_ms: float
+    measured_ms: float | None
+    accepted: bool
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class BuildResult:
+    bundle: str
+    zip: str
+    arch: str
+    ofa: dict[str, Any]
+    budget_ms: float
+    predicted_ms: float
+    predicted_raw_ms: float
+    measured: dict[str, Any] | None
+    accuracy: float | None
+    accuracy_source: str | None
+    device: str | None
+    formats: list[str]
+    weights: str
+    attempts: list[Attempt] = field(default_factory=list)
+    timings_s: dict[str, float] = field(default_factory=dict)
+    parity: dict[str, Any] = field(default_factory=dict)
+    note: str | None = None  # e.g. the budget was above the slowest network
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["attempts"] = [a.to_dict() for a in self.attempts]
+        return d
+
+
+def parse_formats(text: str | None) -> tuple[str, ...]:
+    from nagkit.export.exporter import normalize_formats
+
+    if not text:
+        return ("tflite",)
+    return normalize_formats([t.strip() for t in text.split(",") if t.strip()])
+
+
+def _predict(table: LatencyPredictor, space, arch) -> tuple[float, float]:
+    """(calibrated, raw) predicted latency: every predictor takes ``calibrated``."""
+    return float(table.predict(space, arch)), float(table.predict(space, arch, calibrated=False))
+
+
+def _load_weights(ws, space, weights: str | None, random_init: bool, seed: int):
+    import torch
+
+    from nagkit.supernet import OFAMobileNetV3, load_supernet, sha256_file
+
+    path = Path(weights) if weights else ws.supernet_path()
+    if path is not None:
+        if random_init:
+            raise BadInputError("--random-init conflicts with supernet weights; drop one of them")
+        net = load_supernet(path, space)
+        return net, sha256_file(path), str(path)
+    if not random_init:
+        raise BadInputError(
+            f"workspace {ws.name!r} has no supernet weights, so a bundle would carry random weights",
+            hint="pass --weights OFA_CHECKPOINT.pth, or --random-init for a latency-only bundle")
+    with torch.random.fork_rng(devices=[]):  # seeded weights; the caller's RNG state is left alone
+        torch.manual_seed(seed)
+        return OFAMobileNetV3(space).eval(), None, None
+
+
+def _source_accuracy(source: AccuracySource | None, arch, mode: str) -> float | None:
+    """The accuracy source's value for ``arch`` as ``mode`` allows (see :class:`BuildOptions`)."""
+    if source is None or mode == "never":
+        return None
+    if mode == "auto" and source.expensive:
+        cached = source.cached(arch)
+        if cached is None:
+            log.info("accuracy not measured: the %s source is expensive here and has no cached value for %s "
+                     "(pass --accuracy always)", source.name, arch)
+        return cached
+    return float(source.evaluate([arch])[0])
+
+
+def _split(ws):
+    """The images the workspace's ``supernet:`` accuracy source recalibrates and validates on."""
+    from nagkit.data.supernet_acc import split_settings
+
+    try:
+        ckpt = ws.supernet_path()
+    except Exception:  # noqa: BLE001 - a workspace without weights
+        ckpt = None
+    return split_settings(ws.accuracy_options, ckpt)
+
+
+def _finetune(ws, sub, epochs: int, seed: int):
+    from nagkit.supernet.finetune import finetune_subnet
+
+    return finetune_subnet(sub, ws.space, _split(ws), epochs=epochs, seed=seed)
+
+
+@dataclass
+class _Build:
+    """One build's state, stage by stage."""
+
+    budget_ms: float
+    opts: BuildOptions
+    fmts: tuple[str, ...]
+    out_dir: Path
+    ws: Any = None
+    dev: Any = None
+    net: Any = None
+    w_sha: str | None = None
+    w_src: str | None = None
+    model: Any = None  # the workspace's NagModel
+    recalibrate: bool = False
+    min_ms: float = 0.0  # the fastest network of the space on the table
+    budget_note: str | None = None  # what happened to a budget above the slowest network
+    result: Any = None  # the generator's result for the budget
+    attempts: list[Attempt] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        """Add the block's wall time to ``timings[phase]``."""
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[phase] = self.timings.get(phase, 0.0) + time.perf_counter() - t
+
+    # -- stages ------------------------------------------------------------------------------
+    def open(self, workspace, device) -> None:
+        """Workspace, budget against the space's range on the table, device (a bad spec fails
+        before any work), weights, model."""
+        from nagkit.app.workspace import load_workspace
+        from nagkit.latency.slots import SlotLatency
+        from nagkit.nag.budgets import check_budget
+
+        t = time.perf_counter()
+        ws = self.ws = load_workspace(workspace)
+        lat = SlotLatency(ws.latency_table, ws.space)
+        self.min_ms = lat.fastest_ms
+        _, self.budget_note = check_budget(self.budget_ms, lat.fastest_ms, lat.slowest_ms)  # below: exit 1
+        self.dev = device
+        if self.dev is None and self.opts.device_spec:
+            from nagkit.devices.registry import get_device
+
+            self.dev = get_device(self.opts.device_spec)
+        dev, o = self.dev, self.opts
+        if dev is not None and dev.model_format not in self.fmts:
+            raise BadInputError(
+                f"device {dev.spec!r} measures {dev.model_format} models, but --export is {','.join(self.fmts)}",
+                hint=f"add it: --export {','.join(sorted(set(self.fmts) | {dev.model_format}))}")
+        self.net, self.w_sha, self.w_src = _load_weights(ws, ws.space, o.weights, o.random_init, o.seed)
+        self.model = ws.nag_model()
+        # BN statistics: recalibrated on the workspace's data when its accuracy source is the
+        # supernet itself (the data is known); otherwise inherited from the checkpoint.
+        self.recalibrate = self.w_sha is not None and o.weights is None and ws.accuracy_spec.startswith("supernet:")
+        self.timings["load"] = time.perf_counter() - t
+
+    def candidates(self) -> list:
+        """The generator's best archs for the budget, by the evaluator (zero accuracy queries)."""
+        o = self.opts
+        with self.timed("generate"):
+            self.result = self.model.generate([self.budget_ms], samples=o.samples, seed=o.seed, top=o.max_tries,
+                                              display=False)[0]
+        return self.result.candidates[: o.max_tries]
+
+    def subnet(self, arch):
+        """The arch's subnet with the supernet's weights (BN recalibrated, fine-tuned as asked)."""
+        with self.timed("extract"):
+            sub = self.net.extract(arch)
+            if self.recalibrate:  # the exported model is the one whose accuracy was measured
+                from nagkit.supernet.finetune import recalibrate_subnet
+
+                sub = recalibrate_subnet(sub, self.ws.space, _split(self.ws))
+        if self.opts.finetune:
+            with self.timed("finetune"):
+                sub = _finetune(self.ws, sub, self.opts.finetune, self.opts.seed)
+        return sub
+
+    def export(self, sub, arch, where: Path):
+        from nagkit.export.exporter import export_model
+
+        shape = (1, self.ws.space.in_channels, arch.r, arch.r)
+        ex = export_model(sub, shape, self.fmts, where, seed=self.opts.seed, force=True)
+        for k, v in ex.durations_s.items():
+            key = "convert" if k.startswith("convert") else "parity" if k.startswith("parity") else k
+            self.timings[key] = self.timings.get(key, 0.0) + v
+        return ex, shape
+
+    def measure(self, i: int, arch, pred: float, ex, shape):
+        """(accepted, stats): the exported model timed on the device, if there is one."""
+        dev = self.dev
+        if dev is None:
+            return True, None
+        with self.timed("measure"):
+            stats = dev.measure(ex.paths[dev.model_format], shape, None)
+        if stats.median_ms > self.budget_ms:
+            self.attempts.append(Attempt(str(arch), pred, stats.median_ms, False,
+                                         f"measured median {stats.median_ms:.3f} ms > budget {self.budget_ms:g} ms "
+                                         f"on {dev.spec}"))
+            log.warning("candidate %d (%s) measured %.3f ms > %g ms on %s; trying the next one",
+                        i + 1, arch, stats.median_ms, self.budget_ms, dev.spec)
+            return False, stats
+        return True, stats
+
+    def bundle(self, cand, ex, stats, pred: float, pred_raw: float) -> BuildResult:
+        """Accuracy (as the options allow), manifest, bundle folder + zip."""
+        from nagkit.export.bundle import write_bundle
+        from nagkit.export.manifest import make_manifest
+
+        ws, dev, o, arch, res = self.ws, self.dev, self.opts, cand.arch, self.result
+        self.attempts.append(Attempt(str(arch), pred, stats.median_ms if stats else None, True))
+        t = time.perf_counter()
+        acc = cand.accuracy
+        if acc is None and self.w_sha is not None:
+            acc = _source_accuracy(self.model.source, arch, o.accuracy)
+            self.timings["accuracy"] = time.perf_counter() - t
+            t = time.perf_counter()
+        notes = [f"workspace {ws.name}", "BN statistics " + ("recalibrated on the workspace's training images"
+                                                            if self.recalibrate
+                                                            else "inherited from the supernet checkpoint")]
+        notes = notes + (["fine-tuned for %d epochs" % o.finetune] if o.finetune else [])
+        notes = notes + ([self.budget_note] if self.budget_note else [])
+        if self.w_sha is None and acc is not None:
+            notes.append(f"the architecture's accuracy with trained weights is {acc:.4f} "
+                         f"({res.accuracy_source}); this bundle's weights are random")
+            acc = None
+        manifest = make_manifest(
+            ws.space, arch, export=ex, weights_sha256=self.w_sha, weights_source=self.w_src, budget_ms=self.budget_ms,
+            device=({"spec": dev.spec, "info": dev.info(), "runtime": dev.runtime_info()} if dev else None),
+            predicted={"ms": pred, "raw_ms": pred_raw, "source": "latency table", "table": ws.latency_table_spec},
+            measured=stats, accuracy=acc, accuracy_source=res.accuracy_source if acc is not None else None,
+            seed=o.seed, notes=notes,
+            build={"budget_note": self.budget_note, "selection_queries": res.selection_queries,
+                   "generated_for_ms": res.effective_budget_ms},
+        )
+        bundle = write_bundle(self.out_dir, ex.paths, manifest, force=o.force)
+        self.timings["bundle"] = time.perf_counter() - t
+        return BuildResult(
+            bundle=str(bundle.root), zip=str(bundle.zip_path), arch=str(arch), ofa=ws.space.to_ofa_dict(arch),
+            budget_ms=self.budget_ms, predicted_ms=pred, predicted_raw_ms=pred_raw,
+            measured=stats.to_dict() if stats else None, accuracy=acc,
+            accuracy_source=res.accuracy_source if acc is not None else None,
+            device=dev.spec if dev else None, formats=list(self.fmts),
+            weights=self.w_sha or "random-init", attempts=self.attempts, timings_s=self.timings,
+            parity={f: m.to_dict().get("parity_max_abs_diff") for f, m in ex.models.items()},
+            note=self.budget_note,
+        )
+
+    def first_fitting(self, cands: list, staging_root: Path) -> BuildResult:
+        """Try the candidates in order; bundle the first that meets the budget on the device."""
+        for i, cand in enumerate(cands):
+            pred, pred_raw = _predict(self.ws.latency_table, self.ws.space, cand.arch)
+            sub = self.subnet(cand.arch)
+            ex, shape = self.export(sub, cand.arch, staging_root / f"c{i}")
+            accepted, stats = self.measure(i, cand.arch, pred, ex, shape)
+            if accepted:
+                return self.bundle(cand, ex, stats, pred, pred_raw)
+        raise CheckFailedError(
+            f"none of the {len(self.attempts)} best candidates for {self.budget_ms:g} ms met the budget on "
+            f"{self.dev.spec if self.dev else 'the device'}: " + "; ".join(f"{a.arch} {a.note}" for a in self.attempts),
+            hint="the latency table may not match this device: re-profile it with `nagkit profile --device ...` "
+                 "and retrain with `nagkit train`, or raise --max-tries")
+
+
+def build(budget_ms: float, *, workspace=None, options: BuildOptions | None = None, device=None) -> BuildResult:
+    """Build a verified bundle for ``budget_ms`` on ``workspace`` (a Workspace, folder, preset or
+    None for the default). ``device`` (an open Device, left open) overrides ``options.device_spec``."""
+    from nagkit.export.bundle import check_bundle_target
+
+    import math
+
+    o = options or BuildOptions()
+    if not (isinstance(budget_ms, (int, float)) and math.isfinite(budget_ms) and budget_ms > 0):
+        raise BadInputError(f"--budget must be a finite number of milliseconds > 0, got {budget_ms}")
+    o.check()
+    run = _Build(budget_ms, o, parse_formats(o.formats), Path(o.out) if o.out else Path(f"nagkit-bundle-{budget_ms:g}ms"))
+    check_bundle_target(run.out_dir, force=o.force)
+    try:
+        run.open(workspace, device)
+        cands = run.candidates()
+        parent = run.out_dir.parent
+        staging_root = Path(tempfile.mkdtemp(prefix=".nagkit-build-", dir=parent if parent.exists() else None))
+        try:
+            return run.first_fitting(cands, staging_root)
+        finally:
+            shutil.rmtree(staging_root, ignore_errors=True)
+    finally:
+        if run.dev is not None and device is None:
+            run.dev.close()

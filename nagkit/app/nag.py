@@ -1,0 +1,76 @@
+"""The NAG workflow on a workspace: train its models, generate for budgets.
+
+`nagkit train` and `nagkit generate` (and the Python API) call these; the CLI only parses
+and prints. Training counts every accuracy-source query (the dataset's and the frontier
+search's) and records them in the artifacts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from nagkit.errors import BadInputError
+
+Progress = Callable[[str, int, int], None]
+
+
+def train_workspace(workspace, dataset_path: str | Path | None = None, progress: Progress | None = None,
+                    log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Frontier search, evaluator and generator for ``workspace``'s dataset; writes the
+    evaluator, archive and generator artifacts (atomically, evaluator first). Returns a summary."""
+    from nagkit.app.workspace import load_workspace
+    from nagkit.data.dataset import load_dataset, make_header
+    from nagkit.io import sha256_file
+    from nagkit.nag.config import config_to_dict
+    from nagkit.nag.train import save_trained, train_models
+
+    ws = load_workspace(workspace)
+    path = Path(dataset_path) if dataset_path else ws.require_artifact("dataset")
+    ds = load_dataset(path, space=ws.space)
+    fc = ws.frontier_config
+    source = ws.open_accuracy_source()
+    expensive = getattr(source, "expensive", False)
+    if expensive and fc.queries != 0:
+        raise BadInputError(
+            f"workspace {ws.name!r}: its accuracy source ({source.name}) is expensive on this machine, and the "
+            "frontier search would query it thousands of times",
+            hint="set [frontier] queries = 0 in the workspace (train on the dataset alone), or collect "
+                 "accuracies on a GPU first")
+    if log:
+        log(f"training on {len(ds)} archs of {path}")
+    trained = train_models(ws.space, ws.latency_table, ds.archs, ds.accuracy, budgets=ws.budgets,
+                           evaluator_cfg=ws.evaluator_config, generator_cfg=ws.generator_config,
+                           frontier_cfg=fc, source=None if fc.queries == 0 else source, progress=progress)
+    rep = trained.report
+    queries = {"dataset": len(ds), "frontier_search": rep["frontier"]["queries"],
+               "total": len(ds) + rep["frontier"]["queries"]}
+    prov = {"workspace": ws.name, "dataset": str(path), "dataset_sha256": sha256_file(path), "dataset_rows": len(ds),
+            "dataset_header": {k: ds.header.get(k) for k in ("space", "seed", "accuracy_source")},
+            "latency_table": ws.latency_table_provenance(), "seed": ws.seed, "budgets": config_to_dict(ws.budgets),
+            "frontier": config_to_dict(fc), "accuracy_queries": queries}
+    header = make_header(ws.space, ws.latency_table_provenance(), source.provenance(), ws.seed)
+    header["sampling"] = ("frontier archive: the archs among the generator's imitation_top most accurate of the "
+                          "training data within their own latency (nagkit train)")
+    header["archive"] = {"k": ws.generator_config.imitation_top, "rows": len(trained.archive),
+                         "dataset_sha256": prov["dataset_sha256"], "accuracy_queries": queries}
+    paths = {k: ws.artifact_path(k) for k in ("evaluator", "generator", "archive")}
+    save_trained(trained, paths, prov, header)
+    hold = rep["evaluator"].get("holdout", {})
+    return {"evaluator": str(paths["evaluator"]), "generator": str(paths["generator"]),
+            "archive": str(paths["archive"]), "range_ms": rep["range_ms"], "grid_ms": rep["grid_ms"],
+            "seconds": rep["seconds"], "accuracy_queries": queries, "holdout": hold,
+            "archive_rows": rep["archive_rows"], "training_rows": rep["training_rows"]}
+
+
+def generate(workspace, budgets: Sequence[float], *, samples: int | None = None, seed: int = 0, top: int = 10,
+             search_queries: int | None = None, display: bool = True, model=None) -> list:
+    """Ranked candidates for each budget (:class:`nagkit.nag.infer.BudgetResult`, best first).
+    Zero accuracy-source queries choose them unless ``search_queries`` > 0."""
+    from nagkit.app.workspace import load_workspace
+
+    ws = load_workspace(workspace)
+    model = model or ws.nag_model(with_source=display or bool(search_queries))
+    return model.generate(budgets, samples=samples, seed=seed, top=top, search_queries=search_queries,
+                          display=display)

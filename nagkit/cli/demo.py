@@ -1,0 +1,64 @@
+"""`make demo` (``python -m nagkit.cli.demo``): the main job on the embedded default workspace.
+
+If the embedded default workspace (examples/workspaces/fmnist) is present with its weights,
+table and generator, this runs ``nagkit build`` on it for a mid-range budget on this CPU and
+reports the test accuracy of the exported TFLite model (:mod:`nagkit.app.demo`). Otherwise it
+falls back to the strongest end-to-end path without a trained default: export a subnet of OFA's
+golden checkpoint (../shared/data/ofa-golden) to TFLite and ONNX, verify both against PyTorch,
+and print what it made.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def golden_export_demo(out: Path) -> int:
+    from nagkit.app.demo import golden_export_args
+    from nagkit.cli.main import main
+
+    print(f"demo: exporting OFA golden case 1 to TFLite and ONNX in {out}", file=sys.stderr)
+    return main(golden_export_args(ROOT, out))
+
+
+def default_demo() -> int:
+    from nagkit.app.demo import WORKSPACE, default_budget, run_default
+
+    budget, grid = default_budget()
+    out = ROOT / "out" / f"demo-{budget:g}ms"
+    print(f"demo: nagkit build --workspace {WORKSPACE} --budget {budget:g} --export tflite,onnx --device cpu "
+          f"--out {out} --force", file=sys.stderr)
+    r = run_default(out, budget)
+    m = r["measured"] or {}
+    print(f"bundle     {r['bundle']} (+ {r['zip']})")
+    print(f"arch       {r['arch']}")
+    print(f"budget     {budget:g} ms   generator range {grid.lo:.2f}..{grid.hi:.2f} ms")
+    print(f"predicted  {r['predicted_ms']:.3f} ms (latency table from the reference CPU, LiteRT 1 thread)")
+    print(f"measured   {m.get('median_ms', float('nan')):.3f} ms median on this CPU ({r['device']}, n={m.get('n')})")
+    print(f"accuracy   {100 * r['test_accuracy']:.2f}% top-1 on the Fashion-MNIST test set ({r['test_images']} images, "
+          f"exported TFLite run with LiteRT, {r['test_seconds']:.1f} s)")
+    if r["accuracy"] is not None:
+        print(f"           {100 * r['accuracy']:.2f}% on the validation split ({r['accuracy_source']})")
+    print("time       " + ", ".join(f"{k} {v:.2f}s" for k, v in r["timings_s"].items()))
+    return 0
+
+
+def main() -> int:
+    from nagkit.app.demo import default_workspace_ready
+
+    t0 = time.perf_counter()
+    if default_workspace_ready():
+        rc = default_demo()
+    else:
+        print("demo: the default workspace is incomplete; running the golden export instead", file=sys.stderr)
+        rc = golden_export_demo(ROOT / "out" / "demo-golden")
+    print(f"demo: finished in {time.perf_counter() - t0:.1f} s (exit {rc})", file=sys.stderr)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
