@@ -55,6 +55,19 @@ class MacsLatencyTable:
     def latency_range(self, space: SearchSpace, calibrated: bool = True) -> tuple[float, float]:
         return self.predict(space, space.smallest()), self.predict(space, space.largest())
 
+    def slot_arrays(self, space: SearchSpace, r: int, calibrated: bool = True) -> tuple[float, np.ndarray]:
+        """(fixed ms, slot ms [n_slots, n_k, n_e]): an arch is ``fixed + sum of its active slots``
+        (the per-layer model is additive, like a block table)."""
+        md, ns = space.max_depth, space.n_stages
+        slots = np.zeros((space.n_block_slots, len(space.ks_list), len(space.expand_list)))
+        fixed = 0.0
+        for ki, k in enumerate(space.ks_list):
+            for ei, e in enumerate(space.expand_list):
+                ms = [self._layer_ms(layer) for layer in space.layers(Arch(r, tuple(((k, e),) * md for _ in range(ns))))]
+                slots[:, ki, ei] = ms[2:2 + space.n_block_slots]
+                fixed = sum(ms[:2]) + sum(ms[2 + space.n_block_slots:])
+        return float(fixed), slots
+
     def provenance(self) -> dict[str, Any]:
         return {"kind": "synthetic", "ms_per_mmac": self.ms_per_mmac, "overhead_ms": self.overhead_ms,
                 "dw_factor": self.dw_factor}
@@ -91,7 +104,9 @@ def tiny_workspace_toml(**sections: dict) -> str:
         lines.append(f"{k} = {_toml(v)}")
     defaults = {"dataset": {"n": 600}, "budgets": {"k": 5},
                 "evaluator": {"epochs": 8, "hidden": 64, "batch_size": 64},
-                "generator": {"steps": 60, "samples_per_budget": 16, "budgets_per_step": 5, "hidden": 32},
+                "generator": {"imitation_steps": 60, "imitation_batch": 64, "steps": 10, "samples_per_budget": 16,
+                              "budgets_per_step": 5, "hidden": 32},
+                "frontier": {"total_queries": 1000, "budgets": 4, "children": 10},
                 "inference": {"samples": 100}}
     for name, vals in {**defaults, **sections}.items():
         lines.append(f"\n[{name}]")

@@ -57,14 +57,14 @@ class Archive:
         return out
 
     def targets(self, lo: float, hi: float, k: int):
-        """A sampler ``(n, rng) -> (budgets, decisions)`` of imitation pairs: budgets uniform in
+        """A sampler ``(n, rng) -> (budgets, decisions)`` of imitation pairs: budgets log-uniform in
         [lo, hi] (only where the archive has an arch within), each paired with one of its ``k``
         most accurate archs within the budget, uniformly."""
         table = self.top_within(k)
         lo = max(lo, float(self.latency_ms[0]))
 
         def draw(n: int, rng: np.random.Generator) -> tuple[np.ndarray, Decisions]:
-            b = lo + rng.random(n) * (hi - lo)
+            b = np.exp(np.log(lo) + rng.random(n) * (np.log(hi) - np.log(lo)))  # log-uniform, as the search
             m = np.searchsorted(self.latency_ms, b, side="right")
             cand = table[m]  # [n, k]
             have = (cand >= 0).sum(axis=1)

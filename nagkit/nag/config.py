@@ -46,13 +46,16 @@ class EvaluatorConfig:
     budgets. ``accuracy_term = false`` drops accuracy from the dominance (paper Table 3)."""
 
     hidden: int = 256
-    epochs: int = 60
+    epochs: int = 150
     batch_size: int = 512
     lr: float = 2e-3
     weight_decay: float = 0.0
     loss: str = "pointwise"
     accuracy_term: bool = True
     feasible_share: float = 0.8  # pointwise: share of rows paired with a budget they fit
+    # pointwise: > 0 weights each row by exp(-gap / frontier_weight) (floor 0.05), gap = points
+    # below the best accuracy within its own latency: precision where candidates compete
+    frontier_weight: float = 0.0
     pairwise_budgets: int = 8  # pairwise: budgets per minibatch (grid budgets drawn at random)
     holdout: float = 0.05
     seed: int = 0
@@ -69,10 +72,10 @@ class GeneratorConfig:
 
     hidden: int = 128
     token_dim: int = 16
-    imitation_steps: int = 1500
+    imitation_steps: int = 600
     imitation_batch: int = 256
     imitation_top: int = 3  # targets per budget: its top archs within B in the archive
-    steps: int = 300
+    steps: int = 0
     budgets_per_step: int = 16  # K budgets per REINFORCE step (stratified over the range)
     samples_per_budget: int = 16  # N archs per budget
     lr: float = 2e-3
@@ -128,7 +131,7 @@ class InferenceConfig:
 _RANGES: dict[str, tuple[float, float]] = {  # inclusive bounds of numeric fields, by name
     "k": (2, 1000), "embed_dim": (1, 4096), "hidden": (1, 65536), "epochs": (0, 100_000),
     "batch_size": (1, 1 << 20), "lr": (1e-9, 10.0), "rl_lr": (1e-9, 10.0), "weight_decay": (0.0, 1.0),
-    "feasible_share": (0.0, 1.0), "pairwise_budgets": (1, 1000), "holdout": (0.0, 0.5),
+    "feasible_share": (0.0, 1.0), "frontier_weight": (0.0, 100.0), "pairwise_budgets": (1, 1000), "holdout": (0.0, 0.5),
     "token_dim": (1, 4096), "imitation_steps": (0, 10_000_000), "imitation_batch": (1, 1 << 20),
     "imitation_top": (1, 1000), "steps": (0, 10_000_000), "budgets_per_step": (1, 10_000),
     "samples_per_budget": (1, 100_000), "entropy": (0.0, 100.0), "baseline_decay": (0.0, 1.0),

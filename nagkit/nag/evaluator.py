@@ -146,6 +146,7 @@ def _train(space, dec, lat, acc, grid, cfg, embed_dim, progress):
     sched = (torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=total, pct_start=max(0.1, 2 / total))
              if total >= 4 else torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0))
     lo, hi = grid.lo, grid.hi
+    weight = torch.as_tensor(frontier_weights(lat, acc, cfg.frontier_weight), dtype=torch.float32)
     t0, loss_v = time.perf_counter(), math.nan
     model.train()
     for epoch in range(cfg.epochs):
@@ -155,7 +156,8 @@ def _train(space, dec, lat, acc, grid, cfg, embed_dim, progress):
             if cfg.loss == "pointwise":
                 bud = torch.from_numpy(_row_budgets(lat[idx.numpy()], lo, hi, cfg.feasible_share, rng)).float()
                 target = dominance_target(acc_t[idx], lat_t[idx], bud, floor, cfg.accuracy_term)
-                loss = (model.score(x_all[idx], bud) - target).pow(2).mean()
+                w = weight[idx]
+                loss = (w * (model.score(x_all[idx], bud) - target).pow(2)).sum() / w.sum()
             else:
                 bud = torch.from_numpy(lo + rng.random(cfg.pairwise_budgets) * (hi - lo)).float()
                 s = model.score_grid(x_all[idx], bud)
@@ -177,6 +179,17 @@ def _train(space, dec, lat, acc, grid, cfg, embed_dim, progress):
             s = model.score_grid(x_all[torch.from_numpy(hold)], torch.tensor(grid.values)).numpy()
         report["holdout"] = ranking_metrics(s, acc[hold], lat[hold], np.asarray(grid.values))
     return model, report
+
+
+def frontier_weights(lat: np.ndarray, acc: np.ndarray, tau: float, floor: float = 0.05) -> np.ndarray:
+    """Per row ``max(floor, exp(-gap / tau))`` with ``gap`` the points between the row's accuracy
+    and the best accuracy of any row at most as slow (0 on the frontier); ones when ``tau`` is 0."""
+    if tau <= 0:
+        return np.ones(len(lat))
+    order = np.argsort(lat, kind="stable")
+    front = np.empty(len(lat))
+    front[order] = np.maximum.accumulate(acc[order])
+    return np.maximum(floor, np.exp(-100.0 * (front - acc) / tau))
 
 
 def _row_budgets(lat: np.ndarray, lo: float, hi: float, feasible_share: float, rng: np.random.Generator) -> np.ndarray:

@@ -200,6 +200,7 @@ class NagModel:
         out = known.select(order)
         if rest is not None:
             out = out + rest
+        out = out.select(dedupe(self.space, out.dec))  # queried first: they keep their accuracy
         return out, self.source.queries - q0, {"search_rounds": search.rounds}
 
     def _display(self, cands: list[Candidate]) -> int:

@@ -170,6 +170,11 @@ class SearchMethod(ABC):
     @abstractmethod
     def tell(self, archs: Sequence[Arch], acc: np.ndarray, lat: np.ndarray) -> None: ...
 
+    def reported(self) -> tuple[Arch, float, float] | None:
+        """The method's own answer (arch, accuracy, latency), where it differs from the best
+        feasible arch told (OFA's evolution ignores its last children); None: that best."""
+        return None
+
     def proposals(self, n: int) -> list[Arch]:
         """What the method would propose next, before any rejection (for feasibility rates)."""
         return [sample(self.problem.space, self.rng) for _ in range(n)]
@@ -228,6 +233,9 @@ def run_search(method: SearchMethod, stop: StopRule, *, min_delta: float = 0.0, 
         st.history.append((st.queries, st.best_acc))
         if progress:
             progress(st)
+    own = method.reported()
+    if own is not None:
+        st.best_arch, st.best_acc, st.best_lat = own
     return SearchResult(method.name, prob.budget_ms, st.best_arch, st.best_acc if st.best_arch else math.nan,
                         st.best_lat, st.queries, st.step, st.elapsed, st.history, method.settings())
 

@@ -1,8 +1,12 @@
 """Baseline searches behind the ask/tell interface of :mod:`nagkit.search.base`.
 
-- ``evolution``: OFA's evolutionary search (population 100, 25% parents, 50% mutation with
-  p = 0.1, the rest crossover, 500 generations; the latency constraint by rejection sampling).
-  It evaluates 100 + 75 per generation = 37,600 archs in 500 generations, as OFA does.
+- ``evolution``: OFA's ``EvolutionFinder`` exactly (its tutorial version): a random feasible
+  population of 100; then 500 generations, each keeping the 25 most accurate as parents and
+  making 50 mutants (resolution, each block's kernel *and* expand together, each depth:
+  resampled with probability 0.1 each) and 50 crossovers (every gene from either parent), each
+  redrawn until it fits the budget (rejection sampling). 100 + 500 x 100 = 50,100 queries. The
+  result is OFA's: the best parent seen at the start of a generation (the last generation's
+  children are evaluated but never considered, as in OFA).
 - ``random``: uniform samples within the budget (rejection sampling), batches of 100.
 - ``mnasnet`` / ``tunas``: REINFORCE on a factorised categorical policy with MnasNet's reward
   acc * (lat/B)^w (w = -0.07) or TuNAS's acc + beta * |lat/B - 1| (beta = -0.07).
@@ -17,11 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from nagkit.nag.decisions import Decisions, n_choices, step_layout
+from nagkit.errors import CheckFailedError
 from nagkit.registry import Registry
 from nagkit.search.base import METHODS, SearchMethod, SearchProblem
+from nagkit.space import sampling as ops
 from nagkit.space.arch import Arch
-from nagkit.space.sampling import Genome, crossover_genome, genome_of, mutate_genome
+from nagkit.space.decisions import Decisions, concat, n_choices, step_layout
+from nagkit.space.sampling import Genome
+
+MAX_REDRAWS = 100_000  # rejection sampling: redraws of one batch before giving up (OFA loops forever)
 
 
 class Evolution(SearchMethod):
@@ -30,59 +38,106 @@ class Evolution(SearchMethod):
     def __init__(self, problem: SearchProblem, seed: int = 0, population: int = 100, parent_ratio: float = 0.25,
                  mutation_ratio: float = 0.5, mutate_prob: float = 0.1, generations: int = 500):
         super().__init__(problem, seed)
+        from nagkit.latency.slots import SlotLatency
+
         self.population_size, self.generations = population, generations
         self.n_parents = int(round(population * parent_ratio))
         self.n_mutate = int(round(population * mutation_ratio))
-        self.n_cross = population - self.n_parents - self.n_mutate
+        self.n_cross = population - self.n_mutate
         self.mutate_prob = mutate_prob
-        self.pop: list[tuple[Genome, float]] = []
-        self._pending: list[Genome] = []
+        self.latency = SlotLatency(problem.table, problem.space)
+        self.pop: tuple[Decisions, np.ndarray, np.ndarray] | None = None  # decisions, accuracy, latency
+        self.parents: tuple[Decisions, np.ndarray, np.ndarray] | None = None
+        self._pending: tuple[Decisions, np.ndarray] | None = None
+        self.best: tuple[Arch, float, float] | None = None  # OFA's best_info: (arch, accuracy, latency)
         self.gen = 0
 
     @property
     def finished(self) -> bool:  # type: ignore[override]
         return self.gen > self.generations
 
-    def _parents(self) -> list[Genome]:
-        return [g for g, _ in sorted(self.pop, key=lambda x: -x[1])[: self.n_parents]]
+    def _feasible(self, make, n: int) -> tuple[Decisions, np.ndarray]:
+        """``n`` rows of ``make(rows)``, each row redrawn (same parents) until it fits."""
+        dec = make(np.arange(n))
+        lat = self.latency(dec)
+        bad = np.flatnonzero(lat > self.problem.budget_ms)
+        for _ in range(MAX_REDRAWS):
+            if not len(bad):
+                return dec, lat
+            new = make(bad)
+            nl = self.latency(new)
+            ok = nl <= self.problem.budget_ms
+            for name in ("r", "depth", "k", "e"):
+                getattr(dec, name)[bad[ok]] = getattr(new, name)[ok]
+            lat[bad[ok]] = nl[ok]
+            bad = bad[~ok]
+        raise CheckFailedError(f"evolution: {len(bad)} children still over {self.problem.budget_ms:g} ms after "
+                               f"{MAX_REDRAWS} redraws", hint="raise the budget")
 
-    def _children(self, parents: list[Genome], reject: bool) -> list[Genome]:
-        sp, rng, prob = self.problem.space, self.rng, self.problem
+    def _select_parents(self) -> None:
+        """The n_parents most accurate (OFA: ``sorted(population)[::-1][:parents_size]``) and
+        OFA's running best among them."""
+        dec, acc, lat = self.pop
+        order = np.argsort(acc, kind="stable")[::-1][: self.n_parents]
+        self.parents = (dec.select(order), acc[order], lat[order])
+        if self.best is None or acc[order[0]] > self.best[1]:
+            self.best = (dec.select(order[:1]).to_archs(self.problem.space)[0], float(acc[order[0]]),
+                         float(lat[order[0]]))
 
-        def mut():
-            return mutate_genome(sp, parents[int(rng.integers(len(parents)))], rng, self.mutate_prob)
-
-        def cross():
-            a, b = rng.integers(len(parents), size=2)
-            return crossover_genome(parents[int(a)], parents[int(b)], rng)
-
-        if not reject:
-            return [mut() for _ in range(self.n_mutate)] + [cross() for _ in range(self.n_cross)]
-        return prob.feasible_genomes(rng, self.n_mutate, mut) + prob.feasible_genomes(rng, self.n_cross, cross)
+    def _children(self, n_mut: int, n_cross: int) -> tuple[Decisions, np.ndarray]:
+        sp, rng = self.problem.space, self.rng
+        par = self.parents[0]
+        pm = par.select(rng.integers(len(par), size=n_mut))
+        mut = self._feasible(lambda rows: ops.mutate(sp, pm.select(rows), rng, self.mutate_prob), n_mut)
+        p1 = par.select(rng.integers(len(par), size=n_cross))
+        p2 = par.select(rng.integers(len(par), size=n_cross))
+        cross = self._feasible(lambda rows: ops.crossover(p1.select(rows), p2.select(rows), rng), n_cross)
+        return concat(mut[0], cross[0]), np.concatenate([mut[1], cross[1]])
 
     def ask(self) -> list[Arch]:
+        sp = self.problem.space
         if self.gen == 0:
-            self._pending = self.problem.feasible_genomes(self.rng, self.population_size)
+            self._pending = self._feasible(lambda rows: ops.random_decisions(sp, len(rows), self.rng),
+                                           self.population_size)
         else:
-            self._pending = self._children(self._parents(), reject=True)
-        return [g.to_arch(self.problem.space) for g in self._pending]
+            self._select_parents()
+            self._pending = self._children(self.n_mutate, self.n_cross)
+        return self._pending[0].to_archs(sp)
 
     def tell(self, archs, acc, lat) -> None:
-        told = list(zip(self._pending[: len(archs)], (float(a) for a in acc)))
-        self.pop = told if self.gen == 0 else [p for p in sorted(self.pop, key=lambda x: -x[1])[: self.n_parents]] + told
+        n = len(archs)
+        dec, lt = self._pending[0].select(np.arange(n)), self._pending[1][:n]
+        told = (dec, np.asarray(acc, dtype=np.float64), lt)
+        if self.gen == 0:
+            self.pop = told
+        else:
+            pd, pa, pl = self.parents
+            self.pop = (concat(pd, told[0]), np.concatenate([pa, told[1]]), np.concatenate([pl, told[2]]))
         self.gen += 1
 
+    def reported(self) -> tuple[Arch, float, float] | None:
+        return self.best
+
     def proposals(self, n: int) -> list[Arch]:
-        parents = self._parents() if self.pop else self.problem.feasible_genomes(self.rng, self.n_parents)
-        out: list[Genome] = []
-        while len(out) < n:
-            out += self._children(parents, reject=False)
-        return [g.to_arch(self.problem.space) for g in out[:n]]
+        """Children of the current parents before rejection (mutations and crossovers)."""
+        sp, rng = self.problem.space, self.rng
+        if self.parents is None:
+            par = ops.random_decisions(sp, self.n_parents, rng)
+        else:
+            par = self.parents[0]
+        a = par.select(rng.integers(len(par), size=n))
+        b = par.select(rng.integers(len(par), size=n))
+        kids = ops.mutate(sp, a, rng, self.mutate_prob)
+        cross = rng.random(n) >= self.n_mutate / self.population_size
+        mixed = ops.crossover(a, b, rng)
+        for name in ("r", "depth", "k", "e"):
+            getattr(kids, name)[cross] = getattr(mixed, name)[cross]
+        return kids.to_archs(sp)
 
     def settings(self) -> dict[str, Any]:
         return {"population": self.population_size, "parents": self.n_parents, "mutations": self.n_mutate,
                 "crossovers": self.n_cross, "mutate_prob": self.mutate_prob, "generations": self.generations,
-                "constraint": "rejection sampling"}
+                "constraint": "rejection sampling", "implementation": "OFA EvolutionFinder (tutorial), exact"}
 
 
 class RandomSearch(SearchMethod):
@@ -250,5 +305,4 @@ def genomes_to_archs(space, genomes: Sequence[Genome]) -> list[Arch]:
     return [g.to_arch(space) for g in genomes]
 
 
-__all__ = ["Evolution", "RandomSearch", "PolicySearch", "NSGA2Search", "REWARDS", "default_stop",
-           "genome_of", "genomes_to_archs"]
+__all__ = ["Evolution", "RandomSearch", "PolicySearch", "NSGA2Search", "REWARDS", "default_stop", "genomes_to_archs"]

@@ -6,14 +6,16 @@ from __future__ import annotations
 import numpy as np
 
 from nagkit.data.synthetic import MacsLatencyTable, synthetic_accuracy, tiny_space
+from nagkit.latency.slots import SlotLatency
 from nagkit.nag.budgets import BudgetGrid
 from nagkit.nag.config import EvaluatorConfig
-from nagkit.nag.decisions import from_archs
 from nagkit.nag.evaluator import train_evaluator
 from nagkit.space import sample_many
+from nagkit.space.decisions import from_archs
 
 SP = tiny_space()
 TABLE = MacsLatencyTable()
+LAT = SlotLatency(TABLE, SP)
 
 
 def synthetic_data(n: int = 300, seed: int = 0):
@@ -22,10 +24,15 @@ def synthetic_data(n: int = 300, seed: int = 0):
     return archs, TABLE.predict_many(SP, archs), np.array([synthetic_accuracy(SP, a) for a in archs])
 
 
+def grid(k: int = 5) -> BudgetGrid:
+    """``k`` grid budgets over the tiny space's whole latency range on the table."""
+    return BudgetGrid.evenly(LAT.fastest_ms, LAT.slowest_ms, k)
+
+
 def small_evaluator(n: int, cfg: EvaluatorConfig, k: int = 5):
     """(evaluator, grid, (archs, lat, acc)): an evaluator trained with ``cfg`` on
-    :func:`synthetic_data` (seed 0), over ``k`` grid budgets spanning its latency range."""
+    :func:`synthetic_data` (seed 0), over ``k`` grid budgets spanning the space's range."""
     archs, lat, acc = synthetic_data(n)
-    grid = BudgetGrid.evenly(float(lat.min()), float(lat.max()), k)
-    ev, _ = train_evaluator(SP, from_archs(SP, archs), lat, acc, grid, cfg, embed_dim=8)
-    return ev, grid, (archs, lat, acc)
+    g = grid(k)
+    ev, _ = train_evaluator(SP, from_archs(SP, archs), lat, acc, g, cfg, embed_dim=8)
+    return ev, g, (archs, lat, acc)

@@ -9,8 +9,10 @@ import torch
 from nagkit.data.synthetic import MacsLatencyTable, synthetic_accuracy, tiny_space
 from nagkit.nag.budgets import BudgetGrid
 from nagkit.nag.config import EvaluatorConfig
-from nagkit.nag.decisions import from_archs, onehot
-from nagkit.nag.evaluator import Evaluator, dominance, ranking_loss, ranking_metrics, train_evaluator
+from nagkit.nag.features import onehot
+from nagkit.space.decisions import from_archs
+from nagkit.nag.evaluator import (Evaluator, dominance, dominance_target, frontier_weights, ranking_loss,
+                                  ranking_metrics, train_evaluator)
 from nagkit.space import sample_many
 from nagkit.space.encoding import onehot_encoding
 
@@ -78,14 +80,42 @@ def test_batch_onehot_matches_space_encoding():
     assert [str(a) for a in from_archs(sp, archs).to_archs(sp)] == [str(a) for a in archs]
 
 
+def test_dominance_without_the_accuracy_term_orders_by_latency_only():
+    d = dominance(torch.tensor([0.9, 0.7]), torch.tensor([10.0, 5.0]), torch.tensor([20.0]), accuracy_term=False)[0]
+    assert d[0, 1] == -1 and d[1, 0] == 1  # both fit, yet the faster one wins
+
+
+@pytest.mark.parametrize("accuracy_term", [True, False])
+def test_pointwise_target_orders_rows_as_the_dominance_does(accuracy_term):
+    rng = np.random.default_rng(0)
+    acc = torch.tensor(rng.uniform(0.6, 0.9, 40), dtype=torch.float32)
+    lat = torch.tensor(rng.uniform(1.0, 30.0, 40), dtype=torch.float32)
+    for b in (5.0, 15.0, 25.0):
+        t = dominance_target(acc, lat, torch.full((40,), b), floor=60.0, accuracy_term=accuracy_term)
+        d = dominance(acc, lat, torch.tensor([b]), accuracy_term)[0]
+        diff = torch.sign(t[:, None] - t[None, :])
+        nz = diff != 0  # ties in the target are ties in d (+1 both ways)
+        assert (diff[nz] == d[nz]).all()
+
+
+def test_frontier_weights_favour_rows_near_the_frontier():
+    lat = np.array([1.0, 2.0, 2.5, 3.0])
+    acc = np.array([0.70, 0.80, 0.75, 0.81])
+    w = frontier_weights(lat, acc, tau=1.0)
+    assert w[0] == w[1] == w[3] == 1.0  # on the frontier
+    assert w[2] == pytest.approx(max(0.05, np.exp(-5.0)))  # 5 points below 0.80 at 2.0 ms
+    assert (frontier_weights(lat, acc, 0.0) == 1).all()
+
+
 @pytest.mark.slow
-def test_training_learns_to_rank_held_out_archs():
+@pytest.mark.parametrize("loss", ["pointwise", "pairwise"])
+def test_training_learns_to_rank_held_out_archs(loss):
     sp = tiny_space()
     archs = sample_many(sp, 500, seed=0)
     lat = MacsLatencyTable().predict_many(sp, archs)
     acc = np.array([synthetic_accuracy(sp, a) for a in archs])
     grid = BudgetGrid.evenly(float(lat.min()), float(lat.max()), 5)
-    cfg = EvaluatorConfig(epochs=15, hidden=64, batch_size=64, holdout=0.2)
+    cfg = EvaluatorConfig(epochs=30, hidden=64, batch_size=64, holdout=0.2, loss=loss)
     dec = from_archs(sp, archs)
     untrained = Evaluator(sp, grid, cfg, embed_dim=8)
     with torch.no_grad():
@@ -94,6 +124,6 @@ def test_training_learns_to_rank_held_out_archs():
     before = ranking_metrics(s0[:, hold_idx], acc[hold_idx], lat[hold_idx], np.array(grid.values))
     _, rep = train_evaluator(sp, dec, lat, acc, grid, cfg, embed_dim=8)
     hold = rep["holdout"]
-    assert rep["holdout_size"] == 100 and len(hold["per_budget"]) == 5
+    assert rep["holdout_size"] == 100 and len(hold["per_budget"]) == 5 and rep["loss"] == loss
     assert hold["mean_pairwise_accuracy"] > 0.8 > before["mean_pairwise_accuracy"]
     assert hold["mean_kendall_tau"] > 0.6

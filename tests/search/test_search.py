@@ -35,21 +35,35 @@ def test_plateau_stops_a_stalled_search():
     assert res.steps < 1000
 
 
-def test_evolution_respects_the_budget_and_improves():
+def test_evolution_is_ofas_evolution_finder():
     prob = problem(2.0)
     evo = make_method("evolution", prob, seed=0, generations=8)
     res = run_search(evo, default_stop("evolution"))
-    assert res.queries == 100 + 8 * 75 and res.steps == 9
-    assert res.latency_ms <= 2.0
-    first_gen_best = res.history[0][1]
-    assert res.accuracy > first_gen_best
-    assert res.settings["population"] == 100 and res.settings["parents"] == 25 and res.settings["mutations"] == 50
+    # a random population of 100, then per generation 50 mutations + 50 crossovers of the 25 best
+    assert res.queries == 100 + 8 * 100 and res.steps == 9
+    st = res.settings
+    assert (st["population"], st["parents"], st["mutations"], st["crossovers"]) == (100, 25, 50, 50)
+    assert st["mutate_prob"] == 0.1 and res.latency_ms <= 2.0
+    assert res.accuracy > res.history[0][1]  # better than the random population's best
+    # OFA returns the best parent seen at the start of a generation: the last generation's
+    # children are evaluated (counted) but never considered
+    last_children = evo.pop[1][evo.n_parents:]
+    assert res.accuracy == pytest.approx(float(evo.parents[1].max()))
+    assert len(last_children) == 100 and (evo.pop[2] <= 2.0).all()  # every child fits (rejection sampling)
     # its proposals (children of the best parents, before rejection) fit the budget far more
     # often than uniform archs do, but not always: nothing rejected them yet
     props = evo.proposals(200)
     fit = float(np.mean(TABLE.predict_many(SP, props) <= 2.0))
     uniform = float(np.mean(TABLE.predict_many(SP, sample_many(SP, 2000, seed=0)) <= 2.0))
     assert len(props) == 200 and uniform + 0.2 < fit < 1.0
+
+
+def test_evolution_default_schedule_is_50100_queries():
+    evo = make_method("evolution", problem(2.0), seed=0)
+    assert (evo.population_size, evo.generations, evo.n_mutate, evo.n_cross) == (100, 500, 50, 50)
+    # the initial population plus 500 generations of 100 children (counted per generation above)
+    assert default_stop("evolution") == Steps(501)
+    assert evo.population_size + evo.generations * (evo.n_mutate + evo.n_cross) == 50_100
 
 
 def test_same_seed_same_search():

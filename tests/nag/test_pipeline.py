@@ -1,0 +1,130 @@
+"""Training (frontier search, evaluator, archive, generator), artifacts, zero-query inference."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from nagkit.data.accuracy import open_accuracy_source
+from nagkit.errors import ArtifactError, BadInputError
+from nagkit.nag.budgets import BudgetBelowRangeError
+from nagkit.nag.config import BudgetConfig, EvaluatorConfig, FrontierConfig, GeneratorConfig, InferenceConfig
+from nagkit.nag.infer import NagModel
+from nagkit.nag.train import save_trained, train_models
+from tests.nag.helpers import LAT, SP, TABLE, synthetic_data
+
+EV = EvaluatorConfig(epochs=6, hidden=32, batch_size=64)
+GEN = GeneratorConfig(hidden=32, token_dim=8, imitation_steps=40, imitation_batch=64, steps=5, budgets_per_step=4,
+                      samples_per_budget=8)
+FRONT = FrontierConfig(queries=-1, total_queries=700, budgets=4, children=10, parents=4, screen=3)
+
+
+def _train(seed=0, front=FRONT, source=True):
+    archs, _, acc = synthetic_data(400, seed=1)
+    src = open_accuracy_source("synthetic:", SP) if source else None
+    tr = train_models(SP, TABLE, archs, acc, budgets=BudgetConfig(k=4, embed_dim=8),
+                      evaluator_cfg=EV, generator_cfg=GeneratorConfig(**{**GEN.__dict__, "seed": seed}),
+                      frontier_cfg=front, source=src)
+    return tr, src
+
+
+@pytest.fixture(scope="module")
+def trained():
+    return _train()
+
+
+def test_training_spends_the_query_budget_and_covers_the_whole_range(trained):
+    tr, src = trained
+    rep = tr.report
+    # dataset (400, not queried here) + the two extreme archs + the frontier search = 700
+    assert src.queries == 300 == rep["frontier"]["queries"] and rep["frontier"]["cap"] == 298
+    assert rep["range_ms"] == pytest.approx([LAT.fastest_ms, LAT.slowest_ms])
+    assert rep["grid_ms"][0] == pytest.approx(LAT.fastest_ms) and rep["grid_ms"][-1] == pytest.approx(LAT.slowest_ms)
+    ar = tr.archive
+    assert ar.latency_ms[0] == pytest.approx(LAT.fastest_ms)  # the fastest network was queried and kept
+    assert rep["generator"]["imitation"]["steps"] == 40 and rep["generator"]["reinforce"]["steps"] == 5
+
+
+def test_training_without_a_source_uses_the_dataset_alone():
+    tr, _ = _train(front=FrontierConfig(queries=0), source=False)
+    assert tr.report["frontier"]["queries"] == 0 and tr.report["training_rows"] == len(set(map(str, synthetic_data(400, 1)[0])))
+    with pytest.raises(BadInputError, match="accuracy source"):
+        _train(front=FrontierConfig(queries=10), source=False)
+
+
+def test_zero_query_generation_fits_every_budget_and_queries_nothing(trained):
+    tr, _ = trained
+    src = open_accuracy_source("synthetic:", SP)
+    m = NagModel(SP, TABLE, tr.evaluator, tr.generator, src, InferenceConfig(samples=30), tr.archive)
+    budgets = list(np.linspace(LAT.fastest_ms, LAT.slowest_ms, 7))
+    res = m.generate(budgets, display=False)
+    assert src.queries == 0
+    for b, r in zip(budgets, res):
+        assert r.selection_queries == 0 and r.display_queries == 0 and r.note is None
+        assert all(c.latency_ms <= b + 1e-9 for c in r.candidates)
+        scores = [c.evaluator_score for c in r.candidates]
+        assert scores == sorted(scores, reverse=True)
+        assert len({str(c.arch) for c in r.candidates}) == len(r.candidates)
+    shown = m.generate(budgets[3:4])[0]  # displaying the chosen arch's accuracy costs one query, counted apart
+    assert shown.selection_queries == 0 and shown.display_queries == 1 == src.queries
+    assert shown.best.arch == res[3].best.arch
+
+
+def test_a_budgets_result_does_not_depend_on_the_other_budgets(trained):
+    tr, _ = trained
+    m = NagModel(SP, TABLE, tr.evaluator, tr.generator, inference=InferenceConfig(samples=30))
+    b = (LAT.fastest_ms + LAT.slowest_ms) / 2
+    alone = m.generate([b], display=False)[0]
+    mixed = m.generate([LAT.slowest_ms, b, LAT.fastest_ms * 1.5], display=False)[1]
+    assert [str(c.arch) for c in alone.candidates] == [str(c.arch) for c in mixed.candidates]
+    other_seed = m.generate([b], seed=5, display=False)[0]
+    assert other_seed.n_sampled == alone.n_sampled
+
+
+def test_budget_rules(trained):
+    tr, _ = trained
+    m = NagModel(SP, TABLE, tr.evaluator, tr.generator, inference=InferenceConfig(samples=20))
+    top = m.generate([LAT.slowest_ms * 3], display=False)[0]
+    assert top.effective_budget_ms == pytest.approx(LAT.slowest_ms) and "above the slowest network" in top.note
+    assert top.budget_ms == LAT.slowest_ms * 3
+    with pytest.raises(BudgetBelowRangeError, match="fastest"):
+        m.generate([LAT.fastest_ms * 0.5])
+    for bad in (math.nan, math.inf, 0.0, -1.0):
+        with pytest.raises(BadInputError):
+            m.generate([(LAT.fastest_ms + LAT.slowest_ms) / 2, bad])  # all budgets checked before any work
+
+
+def test_search_queries_are_counted_and_capped(trained):
+    tr, _ = trained
+    src = open_accuracy_source("synthetic:", SP)
+    m = NagModel(SP, TABLE, tr.evaluator, tr.generator, src, InferenceConfig(samples=30), tr.archive)
+    b = (LAT.fastest_ms + LAT.slowest_ms) / 2
+    r = m.generate([b], search_queries=40, display=False)[0]
+    assert 0 < r.selection_queries <= 40 and r.selection_queries == src.queries
+    assert all(c.latency_ms <= b for c in r.candidates)
+    assert r.best.accuracy is not None  # chosen by its queried accuracy
+    with pytest.raises(BadInputError):
+        NagModel(SP, TABLE, tr.evaluator, tr.generator).generate([b], search_queries=5)
+
+
+def test_artifacts_round_trip_and_a_mixed_set_is_refused(trained, tmp_path):
+    tr, _ = trained
+    paths = {k: tmp_path / f"{k}.{'jsonl' if k == 'archive' else 'pt'}" for k in ("evaluator", "generator", "archive")}
+    header = {"nagkit_dataset": 1, "space": SP.name}
+    save_trained(tr, paths, {"seed": 0}, header)
+    m = NagModel.load(SP, TABLE, paths, inference=InferenceConfig(samples=25))
+    b = (LAT.fastest_ms + LAT.slowest_ms) / 2
+    ref = NagModel(SP, TABLE, tr.evaluator, tr.generator, inference=InferenceConfig(samples=25))
+    assert m.generate([b], display=False)[0].best.arch == ref.generate([b], display=False)[0].best.arch
+    meta = json.loads(paths["generator"].with_suffix(".json").read_text())
+    assert meta["provenance"]["evaluator_sha256"] and meta["schema"] == 2
+    # a crash between the evaluator and the generator writes: a new evaluator beside the old generator
+    other, _ = _train(seed=1)
+    from nagkit.nag.train import save_model
+
+    save_model(paths["evaluator"], other.evaluator, {"seed": 1}, {})
+    with pytest.raises(ArtifactError, match="different training runs"):
+        NagModel.load(SP, TABLE, paths)
