@@ -45,23 +45,6 @@ RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80
 
-# Violations inside nagkit/nag/ that the NAG v2 rewrite (issue 11) removes; the lead engineer
-# empties this list there. Nothing outside nagkit/nag/ may be listed here.
-PENDING_NAG_V2 = {
-    # nag -> app: NagModel.from_workspace and generate() (nag/infer.py) open a workspace by name
-    "imports": {
-        ("nagkit.nag.infer", "nagkit.app.workspace"),
-    },
-    # NagModel._generate (163 lines) and nag/local.py (586 lines) are being split
-    "functions": {
-        ("nagkit/nag/infer.py", "NagModel._generate"),
-    },
-    "modules": {
-        "nagkit/nag/local.py",
-    },
-}
-
-
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -201,22 +184,9 @@ def test_imports_follow_the_layer_order():
     bad = []
     for mod, targets in sorted(import_graph().items()):
         for target, line in sorted(targets.items()):
-            if RANK[layer_of(mod)] < RANK[layer_of(target)] and (mod, target) not in PENDING_NAG_V2["imports"]:
+            if RANK[layer_of(mod)] < RANK[layer_of(target)]:
                 bad.append(f"  {mod} (line {line}) imports {target}: {layer_of(mod)} sits below {layer_of(target)}")
     assert not bad, "imports against the layer order:\n" + "\n".join(bad)
-
-
-def test_pending_nag_v2_lists_only_nag_and_only_live_entries():
-    graph = import_graph()
-    for mod, target in PENDING_NAG_V2["imports"]:
-        assert mod.startswith("nagkit.nag."), mod
-        assert target in graph.get(mod, {}), f"{mod} -> {target} is gone: remove it from PENDING_NAG_V2"
-    for path, func in PENDING_NAG_V2["functions"]:
-        assert path.startswith("nagkit/nag/"), path
-        assert func in dict(_functions(ast.parse((ROOT / path).read_text()))), f"{path}:{func} is gone"
-    for path in PENDING_NAG_V2["modules"]:
-        assert path.startswith("nagkit/nag/"), path
-        assert (ROOT / path).is_file(), f"{path} is gone: remove it from PENDING_NAG_V2"
 
 
 def test_nothing_in_the_package_imports_the_workspace_alias():
@@ -232,11 +202,11 @@ def test_module_and_function_sizes():
         rel = path.relative_to(ROOT).as_posix()
         text = path.read_text(encoding="utf-8")
         n = len(text.splitlines())
-        if n > MAX_MODULE_LINES and rel not in PENDING_NAG_V2["modules"]:
+        if n > MAX_MODULE_LINES:
             big_modules.append(f"  {rel}: {n} lines")
         for name, node in _functions(ast.parse(text)):
             length = node.end_lineno - node.lineno + 1
-            if length > MAX_FUNCTION_LINES and (rel, name) not in PENDING_NAG_V2["functions"]:
+            if length > MAX_FUNCTION_LINES:
                 big_functions.append(f"  {rel}:{node.lineno} {name}: {length} lines")
     assert not big_modules and not big_functions, (
         f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(big_modules)

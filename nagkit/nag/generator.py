@@ -149,15 +149,7 @@ class Generator(nn.Module):
             if temperature != 1.0:
                 logits = logits / temperature
             logq = torch.log_softmax(logits.masked_fill(bad, float("-inf")), dim=-1)
-            if want is not None:
-                a = want[:, t]
-            else:
-                a = logq.argmax(dim=-1)
-                if greedy is not True:  # inverse-CDF sampling (same law as torch.multinomial, faster)
-                    u = torch.rand(n, 1, generator=generator)
-                    drawn = torch.minimum((torch.cumsum(logq.exp(), dim=-1) < u).sum(dim=-1),
-                                          size - 1 - (~bad).flip(-1).long().argmax(-1))  # rounding: last allowed
-                    a = drawn if greedy_rows is None else torch.where(greedy_rows, a, drawn)
+            a = want[:, t] if want is not None else _choose(logq, bad, greedy, greedy_rows, generator)
             ix = a[:, None]
             lo, hi = opt_lo.gather(1, ix).squeeze(1), opt_hi.gather(1, ix).squeeze(1)
             if kind == "block":
@@ -201,6 +193,19 @@ class Generator(nn.Module):
     def config_dict(self) -> dict[str, Any]:
         return {"generator": asdict(self.cfg), "grid": self.grid.to_dict(),
                 "embed_dim": self.embed.table.shape[1], "space": self.space.to_dict()}
+
+
+def _choose(logq: torch.Tensor, bad: torch.Tensor, greedy, greedy_rows: torch.Tensor | None,
+            generator: torch.Generator | None) -> torch.Tensor:
+    """The step's choice per row: the most likely one (``greedy`` true, or where
+    ``greedy_rows``), else a draw by inverse-CDF sampling (the law of torch.multinomial, faster)."""
+    a = logq.argmax(dim=-1)
+    if greedy is True:
+        return a
+    u = torch.rand(logq.shape[0], 1, generator=generator)
+    last_ok = logq.shape[1] - 1 - (~bad).flip(-1).long().argmax(-1)  # float rounding can pass the end
+    drawn = torch.minimum((torch.cumsum(logq.exp(), dim=-1) < u).sum(dim=-1), last_ok)
+    return drawn if greedy_rows is None else torch.where(greedy_rows, a, drawn)
 
 
 RewardFn = Callable[[Decisions, np.ndarray], torch.Tensor]
