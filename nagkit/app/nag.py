@@ -45,7 +45,8 @@ def train_workspace(workspace, dataset_path: str | Path | None = None, progress:
                            frontier_cfg=fc, source=None if fc.queries == 0 else source, progress=progress)
     rep = trained.report
     queries = {"dataset": len(ds), "frontier_search": rep["frontier"]["queries"],
-               "total": len(ds) + rep["frontier"]["queries"]}
+               "refinement": rep["refinement"]["queries"],
+               "total": len(ds) + rep["frontier"]["queries"] + rep["refinement"]["queries"]}
     prov = {"workspace": ws.name, "dataset": str(path), "dataset_sha256": sha256_file(path), "dataset_rows": len(ds),
             "dataset_header": {k: ds.header.get(k) for k in ("space", "seed", "accuracy_source")},
             "latency_table": ws.latency_table_provenance(), "seed": ws.seed, "budgets": config_to_dict(ws.budgets),

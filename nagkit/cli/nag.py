@@ -97,7 +97,8 @@ def train(workspace, dataset_path, as_json):
         f"generator  {r['generator']}",
         f"archive    {r['archive']} ({r['archive_rows']} archs)",
         f"budgets    {r['range_ms'][0]:.3g}..{r['range_ms'][1]:.3g} ms (the space's range on the table)",
-        f"queries    {q['total']} accuracy queries ({q['dataset']} dataset + {q['frontier_search']} frontier search)",
+        f"queries    {q['total']} accuracy queries ({q['dataset']} dataset + {q['frontier_search']} frontier search "
+        f"+ {q['refinement']} refinement)",
         f"held-out   Kendall tau {hold.get('mean_kendall_tau', float('nan')):.3f}, "
         f"among feasible {hold.get('mean_kendall_tau_feasible', float('nan')):.3f}",
         f"time       {r['seconds']:.1f} s",

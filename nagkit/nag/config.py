@@ -53,9 +53,6 @@ class EvaluatorConfig:
     loss: str = "pointwise"
     accuracy_term: bool = True
     feasible_share: float = 0.8  # pointwise: share of rows paired with a budget they fit
-    # pointwise: > 0 weights each row by exp(-gap / frontier_weight) (floor 0.05), gap = points
-    # below the best accuracy within its own latency: precision where candidates compete
-    frontier_weight: float = 0.0
     pairwise_budgets: int = 8  # pairwise: budgets per minibatch (grid budgets drawn at random)
     holdout: float = 0.05
     seed: int = 0
@@ -111,11 +108,22 @@ class SearchConfig:
 @dataclass(frozen=True)
 class FrontierConfig(SearchConfig):
     """Training-time frontier search over the whole latency range (``budgets`` per round,
-    stratified); ``queries = -1`` spends what ``total_queries`` leaves after the dataset."""
+    stratified); ``queries = -1`` spends what ``total_queries`` leaves after the dataset and
+    the refinement. Refinement (``refine_rounds``): at ``refine_budgets`` budgets, the
+    generator's ``refine_samples`` samples are ranked by the evaluator and its ``refine_top``
+    picks queried, so the evaluator learns where its own choices are wrong; the evaluator then
+    trains ``refine_epochs`` more epochs and the generator imitates the updated archive for
+    ``refine_imitation`` steps."""
 
     queries: int = -1
-    total_queries: int = 50_100  # dataset + frontier search (OFA's evolution for one budget)
+    total_queries: int = 50_100  # dataset + frontier search + refinement (OFA's evolution for one budget)
     budgets: int = 20
+    refine_rounds: int = 2
+    refine_budgets: int = 200
+    refine_samples: int = 50
+    refine_top: int = 4
+    refine_epochs: int = 20
+    refine_imitation: int = 150
 
 
 @dataclass(frozen=True)
@@ -131,7 +139,7 @@ class InferenceConfig:
 _RANGES: dict[str, tuple[float, float]] = {  # inclusive bounds of numeric fields, by name
     "k": (2, 1000), "embed_dim": (1, 4096), "hidden": (1, 65536), "epochs": (0, 100_000),
     "batch_size": (1, 1 << 20), "lr": (1e-9, 10.0), "rl_lr": (1e-9, 10.0), "weight_decay": (0.0, 1.0),
-    "feasible_share": (0.0, 1.0), "frontier_weight": (0.0, 100.0), "pairwise_budgets": (1, 1000), "holdout": (0.0, 0.5),
+    "feasible_share": (0.0, 1.0), "pairwise_budgets": (1, 1000), "holdout": (0.0, 0.5),
     "token_dim": (1, 4096), "imitation_steps": (0, 10_000_000), "imitation_batch": (1, 1 << 20),
     "imitation_top": (1, 1000), "steps": (0, 10_000_000), "budgets_per_step": (1, 10_000),
     "samples_per_budget": (1, 100_000), "entropy": (0.0, 100.0), "baseline_decay": (0.0, 1.0),
@@ -139,7 +147,9 @@ _RANGES: dict[str, tuple[float, float]] = {  # inclusive bounds of numeric field
     "children": (1, 1_000_000), "screen": (1, 1000), "max_changes": (1, 100), "res_step": (-1000, 1000),
     "repair": (0, 1000), "crossover": (0.0, 1.0), "window": (0.0, 1.0), "rounds": (0, 100_000),
     "total_queries": (0, 1_000_000_000), "budgets": (1, 10_000), "samples": (1, 1_000_000),
-    "temperature": (1e-3, 100.0), "min_ms": (0.0, 1e9), "max_ms": (0.0, 1e9),
+    "temperature": (1e-3, 100.0), "refine_rounds": (0, 1000), "refine_budgets": (1, 100_000),
+    "refine_samples": (1, 100_000), "refine_top": (1, 1000), "refine_epochs": (0, 100_000),
+    "refine_imitation": (0, 10_000_000), "min_ms": (0.0, 1e9), "max_ms": (0.0, 1e9),
 }
 _CHOICES = {"loss": ("pointwise", "pairwise"), "reward": ("dominance", "mnasnet", "tunas")}
 

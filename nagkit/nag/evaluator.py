@@ -120,25 +120,34 @@ class Evaluator(nn.Module):
 
 def train_evaluator(space: SearchSpace, dec: Decisions, lat: np.ndarray, acc: np.ndarray, grid: BudgetGrid,
                     cfg: EvaluatorConfig, embed_dim: int = 32,
-                    progress: Callable[[int, int, float], None] | None = None) -> tuple[Evaluator, dict]:
-    """Train R on a dataset; returns the model and a report with held-out ranking metrics."""
+                    progress: Callable[[int, int, float], None] | None = None,
+                    init: Evaluator | None = None) -> tuple[Evaluator, dict]:
+    """Train R on a dataset (or go on training ``init`` for ``cfg.epochs``); returns the model
+    and a report with held-out ranking metrics."""
     with torch_threads():
-        return _train(space, dec, np.asarray(lat, float), np.asarray(acc, float), grid, cfg, embed_dim, progress)
+        return _train(space, dec, np.asarray(lat, float), np.asarray(acc, float), grid, cfg, embed_dim, progress,
+                      init)
 
 
-def _train(space, dec, lat, acc, grid, cfg, embed_dim, progress):
+def _train(space, dec, lat, acc, grid, cfg, embed_dim, progress, init=None):
     rng = np.random.default_rng(cfg.seed)
     n = len(dec)
     perm = rng.permutation(n)
     n_hold = int(round(n * cfg.holdout)) if n >= 40 else 0
     hold, train = perm[:n_hold], perm[n_hold:]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(cfg.seed)
-        model = Evaluator(space, grid, cfg, embed_dim)
+    if init is None:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(cfg.seed)
+            model = Evaluator(space, grid, cfg, embed_dim)
+    else:
+        model = init
+        for p in model.parameters():
+            p.requires_grad_(True)
     x_all = model.features(dec, lat)
     lat_t, acc_t = torch.as_tensor(lat, dtype=torch.float32), torch.as_tensor(acc, dtype=torch.float32)
     floor = float(100 * acc.min())
-    model.offset.fill_(float(100 * acc.mean()) if cfg.accuracy_term else floor - 20.0)
+    if init is None:
+        model.offset.fill_(float(100 * acc.mean()) if cfg.accuracy_term else floor - 20.0)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     bs = max(1, min(cfg.batch_size, len(train)))
     steps_per_epoch = max(1, len(train) // bs)
@@ -146,7 +155,6 @@ def _train(space, dec, lat, acc, grid, cfg, embed_dim, progress):
     sched = (torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=total, pct_start=max(0.1, 2 / total))
              if total >= 4 else torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0))
     lo, hi = grid.lo, grid.hi
-    weight = torch.as_tensor(frontier_weights(lat, acc, cfg.frontier_weight), dtype=torch.float32)
     t0, loss_v = time.perf_counter(), math.nan
     model.train()
     for epoch in range(cfg.epochs):
@@ -156,8 +164,7 @@ def _train(space, dec, lat, acc, grid, cfg, embed_dim, progress):
             if cfg.loss == "pointwise":
                 bud = torch.from_numpy(_row_budgets(lat[idx.numpy()], lo, hi, cfg.feasible_share, rng)).float()
                 target = dominance_target(acc_t[idx], lat_t[idx], bud, floor, cfg.accuracy_term)
-                w = weight[idx]
-                loss = (w * (model.score(x_all[idx], bud) - target).pow(2)).sum() / w.sum()
+                loss = (model.score(x_all[idx], bud) - target).pow(2).mean()
             else:
                 bud = torch.from_numpy(lo + rng.random(cfg.pairwise_budgets) * (hi - lo)).float()
                 s = model.score_grid(x_all[idx], bud)
@@ -179,17 +186,6 @@ def _train(space, dec, lat, acc, grid, cfg, embed_dim, progress):
             s = model.score_grid(x_all[torch.from_numpy(hold)], torch.tensor(grid.values)).numpy()
         report["holdout"] = ranking_metrics(s, acc[hold], lat[hold], np.asarray(grid.values))
     return model, report
-
-
-def frontier_weights(lat: np.ndarray, acc: np.ndarray, tau: float, floor: float = 0.05) -> np.ndarray:
-    """Per row ``max(floor, exp(-gap / tau))`` with ``gap`` the points between the row's accuracy
-    and the best accuracy of any row at most as slow (0 on the frontier); ones when ``tau`` is 0."""
-    if tau <= 0:
-        return np.ones(len(lat))
-    order = np.argsort(lat, kind="stable")
-    front = np.empty(len(lat))
-    front[order] = np.maximum.accumulate(acc[order])
-    return np.maximum(floor, np.exp(-100.0 * (front - acc) / tau))
 
 
 def _row_budgets(lat: np.ndarray, lo: float, hi: float, feasible_share: float, rng: np.random.Generator) -> np.ndarray:

@@ -220,8 +220,8 @@ def imitate(gen: Generator, budgets_fn: Callable[[int, np.random.Generator], tup
         rng = np.random.default_rng(seed)
         opt = torch.optim.Adam(gen.parameters(), lr=cfg.lr)
         steps = cfg.imitation_steps
-        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=max(steps, 2),
-                                                    pct_start=0.1) if steps >= 2 else None
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=steps,
+                                                    pct_start=max(0.1, 2.0 / steps)) if steps >= 4 else None
         t0, loss_v, history = time.perf_counter(), float("nan"), []
         for step in range(steps):
             bud, dec = budgets_fn(cfg.imitation_batch, rng)

@@ -92,7 +92,7 @@ def frontier_search(space: SearchSpace, latency: SlotLatency, known: Pool, cfg: 
     ext = Pool(ext, np.zeros(2), latency(ext))
     ext.accuracy = np.asarray(source.evaluate_decisions(ext.dec), dtype=np.float64)
     known = known + ext
-    cap = cfg.queries if cfg.queries >= 0 else max(0, cfg.total_queries - len(known))
+    cap = cfg.queries if cfg.queries >= 0 else max(0, cfg.total_queries - len(known) - refine_reserve(cfg))
     rounds = 0
     if cap > 0:
         search = GuidedSearch(space, latency, cfg, known, stratified(latency.fastest_ms, latency.slowest_ms,
@@ -102,6 +102,72 @@ def frontier_search(space: SearchSpace, latency: SlotLatency, known: Pool, cfg: 
         rounds = search.rounds
     return known, {"queries": source.queries - q0, "cap": cap, "rounds": rounds,
                    "seconds": time.perf_counter() - t0}
+
+
+def refine_reserve(cfg: FrontierConfig) -> int:
+    """Queries the refinement may make (kept out of the frontier search's share)."""
+    return cfg.refine_rounds * cfg.refine_budgets * cfg.refine_top
+
+
+def refine(space: SearchSpace, latency: SlotLatency, known: Pool, ev: Evaluator, gen: Generator, cfg: FrontierConfig,
+           ev_cfg: EvaluatorConfig, source, seed: int, progress: Progress | None = None, max_queries: int | None = None):
+    """Rounds of: the generator's samples at many budgets, ranked by the evaluator; its top picks
+    that are new are queried (counted, at most ``max_queries`` in all) and join the data; the
+    evaluator trains on, the generator imitates the updated archive. Returns (known, evaluator,
+    archive, report)."""
+    from dataclasses import replace
+
+    from nagkit.nag.generator import sample_archs
+
+    rng = np.random.default_rng(seed + 7)
+    lo, hi = latency.fastest_ms, latency.slowest_ms
+    q0, t0, rows = source.queries, time.perf_counter(), []
+    draw = stratified(lo, hi, cfg.refine_budgets)
+    for rnd in range(cfg.refine_rounds):
+        budgets = draw(rng)
+        dec, bud = sample_archs(gen, budgets, cfg.refine_samples, seed=seed + 100 + rnd)
+        lat = latency(dec)
+        with torch.no_grad():
+            sc = ev.score(ev.features(dec, lat), torch.from_numpy(bud).float()).numpy()
+        group = np.repeat(np.arange(len(budgets)), cfg.refine_samples)
+        picks = _new_top_picks(space, known, dec, group, sc, cfg.refine_top)
+        if max_queries is not None:
+            picks = picks[: max(0, max_queries - (source.queries - q0))]
+        if not len(picks):
+            break
+        new = Pool(dec.select(picks), np.zeros(len(picks)), lat[picks])
+        new.accuracy = np.asarray(source.evaluate_decisions(new.dec), dtype=np.float64)
+        known = known + new
+        ev, _ = train_evaluator(space, known.dec, known.latency, known.accuracy, ev.grid,
+                                replace(ev_cfg, epochs=cfg.refine_epochs), embed_dim=ev.embed_dim, init=ev)
+        archive = Archive.from_decisions(known.dec, known.latency, known.accuracy, gen.cfg.imitation_top)
+        imitate(gen, archive.targets(ev.grid.lo, ev.grid.hi, gen.cfg.imitation_top),
+                replace(gen.cfg, imitation_steps=cfg.refine_imitation), seed + 200 + rnd)
+        rows.append({"round": rnd + 1, "queried": len(new)})
+        if progress:
+            progress("refinement", rnd + 1, cfg.refine_rounds)
+    archive = Archive.from_decisions(known.dec, known.latency, known.accuracy, gen.cfg.imitation_top)
+    return known, ev, archive, {"queries": source.queries - q0, "rounds": rows, "seconds": time.perf_counter() - t0}
+
+
+def _new_top_picks(space: SearchSpace, known: Pool, dec: Decisions, group: np.ndarray, score: np.ndarray,
+                   top: int) -> np.ndarray:
+    """Row indices of each group's ``top`` best-scored archs that are not known yet (unique)."""
+    from nagkit.space.decisions import key_bytes, rank_in_groups
+
+    seen = set(key_bytes(space, known.dec))
+    keys = key_bytes(space, dec)
+    order = np.lexsort((rank_in_groups(group, score), group))
+    taken = np.zeros(int(group.max()) + 1 if len(group) else 0, dtype=np.int64)
+    out = []
+    for i in order:
+        g = group[i]
+        if taken[g] >= top or keys[i] in seen:
+            continue
+        seen.add(keys[i])
+        taken[g] += 1
+        out.append(i)
+    return np.asarray(out, dtype=np.int64)
 
 
 def train_models(space: SearchSpace, table, archs, acc: np.ndarray, *, budgets: BudgetConfig,
@@ -126,8 +192,15 @@ def train_models(space: SearchSpace, table, archs, acc: np.ndarray, *, budgets: 
                                         progress=(lambda d, t, _l: progress("evaluator", d, t)) if progress else None)
         archive = Archive.from_decisions(known.dec, known.latency, known.accuracy, generator_cfg.imitation_top)
         gen = train_generator(space, grid, generator_cfg, ev, latency, archive, budgets.embed_dim, progress)
+        ref = {"queries": 0, "rounds": [], "seconds": 0.0}
+        if source is not None and frontier_cfg.refine_rounds > 0:
+            left = None
+            if frontier_cfg.queries < 0:  # the training's total: dataset + search + refinement
+                left = frontier_cfg.total_queries - len(dec) - front["queries"]
+            known, ev, archive, ref = refine(space, latency, known, ev, gen, frontier_cfg, evaluator_cfg, source,
+                                             generator_cfg.seed, progress, max_queries=left)
         report = {"grid_ms": list(grid.values), "range_ms": [latency.fastest_ms, latency.slowest_ms],
-                  "evaluator": ev_report, "generator": gen.report, "frontier": front,
+                  "evaluator": ev_report, "generator": gen.report, "frontier": front, "refinement": ref,
                   "training_rows": len(known), "archive_rows": len(archive),
                   "seconds": time.perf_counter() - t0, "torch_threads": torch.get_num_threads()}
         return Trained(ev, gen, archive, report)

@@ -36,7 +36,9 @@ def test_dataset_train_generate(trained_ws, capsys):
     for f in ("dataset.jsonl", "evaluator.pt", "generator.pt", "generator.json", "archive.jsonl"):
         assert (ws / f).is_file(), f
     meta = json.loads((ws / "generator.json").read_text())
-    assert meta["provenance"]["accuracy_queries"] == {"dataset": 600, "frontier_search": 400, "total": 1000}
+    q = meta["provenance"]["accuracy_queries"]
+    assert q["dataset"] == 600 and q["frontier_search"] == 400 - 40 and 0 < q["refinement"] <= 40
+    assert q["total"] == 600 + q["frontier_search"] + q["refinement"] <= 1000
     lo, hi = _range(ws)
     mid = round((lo + hi) / 2, 3)
     rc, out, _ = run(capsys, "generate", "--workspace", str(ws), "--budget", str(mid), "--budget", str(hi), "--json")

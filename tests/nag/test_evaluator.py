@@ -11,8 +11,8 @@ from nagkit.nag.budgets import BudgetGrid
 from nagkit.nag.config import EvaluatorConfig
 from nagkit.nag.features import onehot
 from nagkit.space.decisions import from_archs
-from nagkit.nag.evaluator import (Evaluator, dominance, dominance_target, frontier_weights, ranking_loss,
-                                  ranking_metrics, train_evaluator)
+from nagkit.nag.evaluator import (Evaluator, dominance, dominance_target, ranking_loss, ranking_metrics,
+                                  train_evaluator)
 from nagkit.space import sample_many
 from nagkit.space.encoding import onehot_encoding
 
@@ -96,15 +96,6 @@ def test_pointwise_target_orders_rows_as_the_dominance_does(accuracy_term):
         diff = torch.sign(t[:, None] - t[None, :])
         nz = diff != 0  # ties in the target are ties in d (+1 both ways)
         assert (diff[nz] == d[nz]).all()
-
-
-def test_frontier_weights_favour_rows_near_the_frontier():
-    lat = np.array([1.0, 2.0, 2.5, 3.0])
-    acc = np.array([0.70, 0.80, 0.75, 0.81])
-    w = frontier_weights(lat, acc, tau=1.0)
-    assert w[0] == w[1] == w[3] == 1.0  # on the frontier
-    assert w[2] == pytest.approx(max(0.05, np.exp(-5.0)))  # 5 points below 0.80 at 2.0 ms
-    assert (frontier_weights(lat, acc, 0.0) == 1).all()
 
 
 @pytest.mark.slow

@@ -19,7 +19,8 @@ from tests.nag.helpers import LAT, SP, TABLE, synthetic_data
 EV = EvaluatorConfig(epochs=6, hidden=32, batch_size=64)
 GEN = GeneratorConfig(hidden=32, token_dim=8, imitation_steps=40, imitation_batch=64, steps=5, budgets_per_step=4,
                       samples_per_budget=8)
-FRONT = FrontierConfig(queries=-1, total_queries=700, budgets=4, children=10, parents=4, screen=3)
+FRONT = FrontierConfig(queries=-1, total_queries=700, budgets=4, children=10, parents=4, screen=3, refine_rounds=1,
+                       refine_budgets=5, refine_samples=10, refine_top=2, refine_epochs=2, refine_imitation=5)
 
 
 def _train(seed=0, front=FRONT, source=True):
@@ -39,8 +40,11 @@ def trained():
 def test_training_spends_the_query_budget_and_covers_the_whole_range(trained):
     tr, src = trained
     rep = tr.report
-    # dataset (400, not queried here) + the two extreme archs + the frontier search = 700
-    assert src.queries == 300 == rep["frontier"]["queries"] and rep["frontier"]["cap"] == 298
+    # dataset (400, not queried here) + the two extreme archs + the frontier search + the
+    # refinement (at most 1 round x 5 budgets x 2 picks, kept out of the search's share) <= 700
+    assert rep["frontier"]["cap"] == 700 - 400 - 2 - 10 and rep["frontier"]["queries"] == 2 + 288
+    assert 0 < rep["refinement"]["queries"] <= 10
+    assert src.queries == rep["frontier"]["queries"] + rep["refinement"]["queries"] <= 300
     assert rep["range_ms"] == pytest.approx([LAT.fastest_ms, LAT.slowest_ms])
     assert rep["grid_ms"][0] == pytest.approx(LAT.fastest_ms) and rep["grid_ms"][-1] == pytest.approx(LAT.slowest_ms)
     ar = tr.archive
