@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("data",),
     ("nag", "search"),
     ("export",),
-    ("app", "workspace"),  # nagkit/workspace.py: an alias of nagkit.app.workspace (see below)
+    ("app",),
     ("cli", "__main__"),
 )
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
@@ -187,13 +187,6 @@ def test_imports_follow_the_layer_order():
             if RANK[layer_of(mod)] < RANK[layer_of(target)]:
                 bad.append(f"  {mod} (line {line}) imports {target}: {layer_of(mod)} sits below {layer_of(target)}")
     assert not bad, "imports against the layer order:\n" + "\n".join(bad)
-
-
-def test_nothing_in_the_package_imports_the_workspace_alias():
-    # nagkit/workspace.py re-exports nagkit.app.workspace for tests/nag and benchmarks/nag
-    # until the NAG v2 rewrite updates them; the package itself uses nagkit.app.workspace.
-    users = sorted(m for m, targets in import_graph().items() if "nagkit.workspace" in targets)
-    assert users == [], users
 
 
 def test_module_and_function_sizes():

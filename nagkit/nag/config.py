@@ -47,6 +47,7 @@ class EvaluatorConfig:
 
     hidden: int = 256
     epochs: int = 150
+    min_steps: int = 2000  # at least this many optimizer steps (small datasets: more passes)
     batch_size: int = 512
     lr: float = 2e-3
     weight_decay: float = 0.0
@@ -137,7 +138,7 @@ class InferenceConfig:
 
 
 _RANGES: dict[str, tuple[float, float]] = {  # inclusive bounds of numeric fields, by name
-    "k": (2, 1000), "embed_dim": (1, 4096), "hidden": (1, 65536), "epochs": (0, 100_000),
+    "k": (2, 1000), "embed_dim": (1, 4096), "hidden": (1, 65536), "epochs": (0, 100_000), "min_steps": (0, 10_000_000),
     "batch_size": (1, 1 << 20), "lr": (1e-9, 10.0), "rl_lr": (1e-9, 10.0), "weight_decay": (0.0, 1.0),
     "feasible_share": (0.0, 1.0), "pairwise_budgets": (1, 1000), "holdout": (0.0, 0.5),
     "token_dim": (1, 4096), "imitation_steps": (0, 10_000_000), "imitation_batch": (1, 1 << 20),

@@ -151,13 +151,14 @@ def _train(space, dec, lat, acc, grid, cfg, embed_dim, progress, init=None):
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     bs = max(1, min(cfg.batch_size, len(train)))
     steps_per_epoch = max(1, len(train) // bs)
-    total = cfg.epochs * steps_per_epoch
+    epochs = cfg.epochs if init is not None else max(cfg.epochs, -(-cfg.min_steps // steps_per_epoch))
+    total = epochs * steps_per_epoch
     sched = (torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=total, pct_start=max(0.1, 2 / total))
              if total >= 4 else torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0))
     lo, hi = grid.lo, grid.hi
     t0, loss_v = time.perf_counter(), math.nan
     model.train()
-    for epoch in range(cfg.epochs):
+    for epoch in range(epochs):
         order = train[rng.permutation(len(train))]
         for b in range(steps_per_epoch):
             idx = torch.from_numpy(order[b * bs:(b + 1) * bs])
@@ -175,7 +176,7 @@ def _train(space, dec, lat, acc, grid, cfg, embed_dim, progress, init=None):
             sched.step()
             loss_v = float(loss.detach())
         if progress:
-            progress(epoch + 1, cfg.epochs, loss_v)
+            progress(epoch + 1, epochs, loss_v)
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)

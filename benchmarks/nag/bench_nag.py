@@ -1,0 +1,198 @@
+"""NAG's zero-query generation vs OFA's EvolutionFinder, side by side in one run.
+
+    .venv/bin/python benchmarks/nag/bench_nag.py --workspace ofa-note10 [--seeds 0,1,2] [--evo-seeds 3]
+    .venv/bin/python benchmarks/nag/bench_nag.py --workspace ofa-cpu-w1.0 --budgets 5,10,20,40,80
+
+For each NAG training seed: the whole training (frontier search, evaluator, generator,
+refinement) from the workspace's dataset, every accuracy-source query counted (dataset
+included); then zero-query generation at every budget, one budget per call: the chosen arch's
+accuracy (from the workspace's accuracy source, queried only to score it, after the choice),
+the share of 1,000 raw generator samples within the budget, and the time per budget (median of
+5 calls). Then OFA's EvolutionFinder exactly (nagkit.search.methods.Evolution: population 100,
+500 generations, 50 mutations + 50 crossovers, 50,100 queries) at every budget, several seeds,
+timed in the same run. The JSON records the CPU, its load before and after, and every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from nagkit import __version__  # noqa: E402
+from nagkit.io import atomic_write_json  # noqa: E402
+
+DEFAULT_BUDGETS = {"ofa-note10": [15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0],
+                   "ofa-cpu-w1.0": [5.0, 10.0, 20.0, 40.0, 80.0]}
+
+
+def machine() -> dict:
+    import torch
+
+    info = {"platform": platform.platform(), "python": platform.python_version(), "torch": torch.__version__,
+            "cpu_count": os.cpu_count(), "load_avg_start": os.getloadavg(), "nagkit": __version__}
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            info["cpu"] = line.split(":", 1)[1].strip()
+            break
+    return info
+
+
+def train_seed(ws, ds, seed: int) -> tuple[object, dict]:
+    from nagkit.nag.train import train_models
+
+    src = ws.open_accuracy_source()
+    t0 = time.perf_counter()
+    tr = train_models(ws.space, ws.latency_table, ds.archs, ds.accuracy, budgets=ws.budgets,
+                      evaluator_cfg=dataclasses.replace(ws.evaluator_config, seed=seed),
+                      generator_cfg=dataclasses.replace(ws.generator_config, seed=seed),
+                      frontier_cfg=ws.frontier_config, source=src)
+    secs = time.perf_counter() - t0
+    rep = tr.report
+    queries = {"dataset": len(ds), "frontier_search": rep["frontier"]["queries"],
+               "refinement": rep["refinement"]["queries"]}
+    queries["total"] = sum(queries.values())
+    assert src.queries == queries["frontier_search"] + queries["refinement"]
+    return tr, {"seed": seed, "training_seconds": secs, "accuracy_queries": queries,
+                "phase_seconds": {"frontier_search": rep["frontier"]["seconds"],
+                                  "evaluator": rep["evaluator"]["seconds"],
+                                  "generator": rep["generator"]["imitation"]["seconds"]
+                                  + rep["generator"]["reinforce"]["seconds"],
+                                  "refinement": rep["refinement"]["seconds"]},
+                "archive_rows": rep["archive_rows"], "training_rows": rep["training_rows"]}
+
+
+def generation_rows(ws, tr, budgets: list[float]) -> list[dict]:
+    from nagkit.nag.infer import NagModel
+
+    model = NagModel(ws.space, ws.latency_table, tr.evaluator, tr.generator, None, ws.inference, tr.archive)
+    scorer = ws.open_accuracy_source()  # scores the chosen arch after the choice; nothing chooses by it
+    model.generate(budgets[:1], display=False)  # warm-up
+    rows = []
+    for b in budgets:
+        r = model.generate([b], display=False)[0]  # zero-query: no source at all in the model
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            model.generate([b], display=False)
+            times.append(time.perf_counter() - t0)
+        dec, lat = model.sample(r.effective_budget_ms, 1000, seed=2024)
+        acc = float(scorer.evaluate([r.best.arch])[0])
+        rows.append({"budget_ms": b, "arch": str(r.best.arch), "latency_ms": r.best.latency_ms,
+                     "accuracy_pct": 100 * acc, "selection_queries": r.selection_queries, "note": r.note,
+                     "within_budget": r.best.latency_ms <= b,
+                     "raw_samples_within_budget": float((lat <= b + 1e-9).mean()),
+                     "unique_candidates": r.n_unique, "generation_seconds_median_of_5": float(np.median(times)),
+                     "generation_seconds_runs": times})
+    return rows
+
+
+def evolution_rows(ws, budgets: list[float], seeds: int) -> list[dict]:
+    from nagkit.search.base import SearchProblem, run_search
+    from nagkit.search.factory import make_method
+    from nagkit.search.methods import default_stop
+
+    rows = []
+    for b in budgets:
+        runs = []
+        for s in range(seeds):
+            src = ws.open_accuracy_source()
+            res = run_search(make_method("evolution", SearchProblem(ws.space, ws.latency_table, src, b), seed=s),
+                             default_stop("evolution"))
+            runs.append({"seed": s, "accuracy_pct": 100 * res.accuracy, "latency_ms": res.latency_ms,
+                         "arch": str(res.arch), "queries": res.queries, "seconds": res.seconds})
+            print(f"evolution {b:g} ms seed {s}: {100 * res.accuracy:.2f}% ({res.seconds:.1f} s)", file=sys.stderr)
+        accs = [r["accuracy_pct"] for r in runs]
+        rows.append({"budget_ms": b, "accuracy_pct_mean": float(np.mean(accs)), "runs": runs,
+                     "seconds_mean": float(np.mean([r["seconds"] for r in runs])),
+                     "settings": make_method("evolution", SearchProblem(ws.space, ws.latency_table, None, b)).settings()})
+    return rows
+
+
+def summary(budgets, nag_by_seed: dict[int, list[dict]], evo: list[dict], trainings: list[dict]) -> dict:
+    deltas = {s: [n["accuracy_pct"] - e["accuracy_pct_mean"] for n, e in zip(rows, evo)]
+              for s, rows in nag_by_seed.items()}
+    per_budget = []
+    for i, b in enumerate(budgets):
+        d = [deltas[s][i] for s in deltas]
+        per_budget.append({"budget_ms": b, "evolution_mean_pct": evo[i]["accuracy_pct_mean"],
+                           "nag_mean_pct": float(np.mean([nag_by_seed[s][i]["accuracy_pct"] for s in nag_by_seed])),
+                           "nag_minus_evolution_mean": float(np.mean(d)), "nag_minus_evolution_worst_seed": float(min(d)),
+                           "nag_minus_evolution_per_seed": d})
+    gen_t = [r["generation_seconds_median_of_5"] for rows in nag_by_seed.values() for r in rows]
+    raw = [r["raw_samples_within_budget"] for rows in nag_by_seed.values() for r in rows]
+    return {
+        "per_budget": per_budget,
+        "mean_ok": all(p["nag_minus_evolution_mean"] >= -0.1 for p in per_budget),
+        "worst_seed_ok": all(p["nag_minus_evolution_worst_seed"] >= -0.25 for p in per_budget),
+        "stretch_at_least_evolution": all(p["nag_minus_evolution_mean"] >= 0 for p in per_budget),
+        "selection_queries_total": int(sum(r["selection_queries"] for rows in nag_by_seed.values() for r in rows)),
+        "raw_samples_within_budget_min": float(min(raw)), "raw_samples_ok": min(raw) >= 0.99,
+        "generation_seconds_max": float(max(gen_t)), "generation_ok": max(gen_t) <= 0.020,
+        "training_seconds_max": float(max(t["training_seconds"] for t in trainings)),
+        "training_ok": max(t["training_seconds"] for t in trainings) <= 300,
+        "training_queries_max": int(max(t["accuracy_queries"]["total"] for t in trainings)),
+        "training_queries_ok": max(t["accuracy_queries"]["total"] for t in trainings) <= 50_100,
+        "evolution_queries_per_run": evo[0]["runs"][0]["queries"],
+        "evolution_seconds_per_run_mean": float(np.mean([e["seconds_mean"] for e in evo])),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workspace", default="ofa-note10")
+    ap.add_argument("--budgets", default=None, help="comma-separated ms (default: per workspace)")
+    ap.add_argument("--seeds", default="0,1,2", help="NAG training seeds")
+    ap.add_argument("--evo-seeds", type=int, default=3)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--note", default="")
+    args = ap.parse_args()
+
+    from nagkit.app.workspace import load_workspace
+    from nagkit.data.dataset import collect
+
+    ws = load_workspace(args.workspace)
+    budgets = [float(b) for b in args.budgets.split(",")] if args.budgets else DEFAULT_BUDGETS[ws.name]
+    out_path = Path(args.out or ROOT / "benchmarks" / "nag" / f"{ws.name}.json")
+    out: dict = {"benchmark": "nag-zero-query-vs-ofa-evolution", "machine": machine(), "workspace": ws.summary(),
+                 "budgets_ms": budgets, "note": args.note,
+                 "config": {"budgets": dataclasses.asdict(ws.budgets), "evaluator": dataclasses.asdict(ws.evaluator_config),
+                            "generator": dataclasses.asdict(ws.generator_config),
+                            "frontier": dataclasses.asdict(ws.frontier_config),
+                            "inference": dataclasses.asdict(ws.inference)}}
+    src = ws.open_accuracy_source()
+    ds = collect(ws.artifact_path("dataset"), space=ws.space, table=ws.latency_table, source=src,
+                 n=ws.dataset_settings.n, seed=ws.dataset_settings.seed, table_prov=ws.latency_table_provenance())
+    from nagkit.latency.slots import SlotLatency
+
+    lat = SlotLatency(ws.latency_table, ws.space)
+    out["dataset"] = {"rows": len(ds), "latency_range_ms": list(ds.latency_range),
+                      "space_range_ms": [lat.fastest_ms, lat.slowest_ms]}
+    trainings, nag = [], {}
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        tr, info = train_seed(ws, ds, seed)
+        info["generation"] = nag[seed] = generation_rows(ws, tr, budgets)
+        trainings.append(info)
+        print(json.dumps({"seed": seed, "acc": [round(r["accuracy_pct"], 2) for r in nag[seed]],
+                          "train_s": round(info["training_seconds"], 1)}), file=sys.stderr)
+    out["nag"] = trainings
+    out["evolution"] = evolution_rows(ws, budgets, args.evo_seeds)
+    out["summary"] = summary(budgets, nag, out["evolution"], trainings)
+    out["machine"]["load_avg_end"] = os.getloadavg()
+    atomic_write_json(out_path, out)
+    print(json.dumps(out["summary"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
