@@ -4,8 +4,11 @@ Every measured block is appended to a journal (JSON lines, flushed and fsync'd) 
 output, ``<out>.journal.jsonl``. Its first line is a header naming the device, runtime, model
 format and space; each further line is one block's statistics. After a crash or ``kill -9``,
 ``resume=True`` reads the journal (dropping a half-written last line), refuses a journal made
-for another device, runtime or space, and measures only the blocks that are missing. The final
-table is written atomically with the device and runtime facts and the versions used.
+for another device, runtime or space, and measures only the blocks that are missing. A block
+record with impossible statistics (an infinite median, n=0, a negative std, p10 > p90: what a
+garbled device output once produced) is skipped with a warning and measured again, instead of
+failing the table build on every resume. The final table is written atomically with the device
+and runtime facts and the versions used.
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nagkit.errors import ArtifactError, BadInputError
+from nagkit.errors import ArtifactError, BadInputError, DeviceError, short_repr
 from nagkit.latency.blocks import BlockCache, layer_input_shape, unique_layers
 from nagkit.latency.progress import progress_bar
-from nagkit.latency.table import LatencyTable, utc_now
+from nagkit.latency.table import LatencyTable, stats_problem, utc_now
 from nagkit.space.space import LayerSpec, SearchSpace
 
 log = logging.getLogger(__name__)
@@ -96,10 +99,15 @@ class Journal:
             raise ArtifactError(f"profile journal {str(path)!r} has schema {recs[0].get('schema')!r}; "
                                 f"this nagkit writes schema {JOURNAL_SCHEMA}", hint="delete it and start over")
         blocks: dict[str, dict[str, Any]] = {}
-        for r in recs[1:]:
+        for i, r in enumerate(recs[1:], start=2):
             if r.get("type") != "block" or not isinstance(r.get("key"), str) or not isinstance(r.get("stats"), dict):
                 raise ArtifactError(f"profile journal {str(path)!r} has a malformed record: {str(r)[:200]}",
                                     hint="delete it and start over")
+            problem = stats_problem(r["stats"])
+            if problem:
+                log.warning("journal %s line %d: block %s %s; it will be measured again", path, i,
+                            short_repr(r["key"]), problem)
+                continue
             blocks[r["key"]] = r
         if good_len < len(data):
             with open(path, "r+b") as f:
@@ -272,6 +280,11 @@ def _run(device, space, layers, jpath: Path, ident, resume: bool, force: bool, c
         for key, layer in todo:
             t1 = time.perf_counter()
             stats = _measure_block(device, cache, key, layer, cfg)
+            problem = stats_problem(stats.to_dict())
+            if problem:  # never journal what the table build would refuse
+                raise DeviceError(f"{device.spec} returned impossible statistics for block {key}: it {problem}",
+                                  hint="rerun with --resume to measure it again; if it repeats, check the device "
+                                       "and its benchmark tool")
             journal.append(key, stats.to_dict(), layer=_layer_dict(layer),
                            wall_s=round(time.perf_counter() - t1, 4))
             measured.append(key)
