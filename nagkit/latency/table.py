@@ -685,6 +685,8 @@ def _check_space(sp: dict[str, Any], recorded: Any, src: str, path: Path | None,
             raise ArtifactError(f"latency table {src!r} fails its integrity check: the space's sha256 is "
                                 f"{digest[:12]}…, the file records {short_repr(recorded, 20)} (edited or corrupted)",
                                 hint=hint)
+    if "name" not in spec:
+        raise fail("has no 'name'")
     unknown = [k for k in spec if k not in _SPACE_FIELDS]
     if unknown:
         raise fail(f"has unknown field(s) {short_repr(sorted(map(str, unknown)))}; valid fields: "

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from nagkit.devices.benchmark_model import (
     median_basis,
@@ -14,7 +15,7 @@ from nagkit.devices.benchmark_model import (
     to_latency_stats,
 )
 from nagkit.errors import ProfileParseError
-from tests.fuzzing import no_hang
+from tests.fuzzing import benchmark_outputs, check_benchmark, fuzz_examples, no_hang, run_campaign
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "benchmark_model"
 if not DATA.is_dir():  # the checkout may live elsewhere; the shared data is at a fixed place
@@ -351,3 +352,20 @@ def test_d6_heavy_tail_without_min_gives_positive_p10():
     r = parse_benchmark_output(RUNNING + "INFO: count=60 avg=2003.25 std=3000\n" + SUMMARY)
     s = to_latency_stats(r)
     assert 0 < s.p10_ms <= s.median_ms <= s.p90_ms
+
+
+# ---- property tests (hypothesis; issue 13) ------------------------------------------------
+
+
+@given(benchmark_outputs())
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_parser_returns_statistics_a_table_accepts_or_a_parse_error(text):
+    check_benchmark(text)
+
+
+@pytest.mark.slow
+def test_parser_long_fuzz_run():
+    """NAGKIT_FUZZ_EXAMPLES inputs (default 2,000; benchmarks/fuzz/run_fuzz.py runs 100,000)."""
+    camp = run_campaign("benchmark_model", fuzz_examples(), seed=13, deadline_ms=1000)
+    assert camp.failure_count == 0, camp.failures[:5]
+    assert camp.inputs >= fuzz_examples() * 0.9

@@ -8,13 +8,14 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from nagkit.errors import ArtifactError
 from nagkit.latency.keys import block_key, parse_key
 from nagkit.latency.table import Calibration, LatencyTable, MissingBlockError
 from nagkit.space import Arch, sample_many
 from tests.cli.helpers import run_cli
-from tests.fuzzing import no_hang
+from tests.fuzzing import check_table, fuzz_examples, no_hang, run_campaign, table_inputs
 
 
 def all_archs(space):
@@ -235,6 +236,14 @@ def test_d4_space_spec_is_validated_on_load(lat_table, lat_space, tmp_path, caps
         assert res.code == 2 and res.err.startswith("error: ") and "space spec field 'stage_strides'" in res.err
 
 
+def test_d4_space_spec_without_a_name_is_refused(lat_table):
+    """Found by the fuzzer: a spec without 'name' raised TypeError from SearchSpace()."""
+    good = lat_table.to_dict()
+    spec = {k: v for k, v in good["space"]["spec"].items() if k != "name"}
+    with pytest.raises(ArtifactError, match="space spec has no 'name'"):
+        LatencyTable.from_dict(_resealed(good, space={"name": "tiny-test", "spec": spec}))
+
+
 def test_d4_space_is_covered_by_space_sha256_and_old_tables_still_load(lat_table, tmp_path):
     good = lat_table.to_dict()
     assert "space_sha256" in good and LatencyTable.from_dict(good).space_spec == good["space"]["spec"]
@@ -309,3 +318,20 @@ def test_table_messages_and_hints_stay_short(lat_table):
     with pytest.raises(ArtifactError) as ei:
         LatencyTable.from_dict(bad)
     assert len(ei.value.message) < 300 and len(ei.value.hint) < 300
+
+
+# ---- property tests (hypothesis; issue 13) ------------------------------------------------
+
+
+@given(table_inputs())
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_table_loader_returns_a_working_table_or_an_artifact_error(raw):
+    check_table(raw)
+
+
+@pytest.mark.slow
+def test_table_loader_long_fuzz_run():
+    """NAGKIT_FUZZ_EXAMPLES inputs (default 2,000; benchmarks/fuzz/run_fuzz.py runs 100,000)."""
+    camp = run_campaign("latency_table", fuzz_examples(), seed=12, deadline_ms=1000)
+    assert camp.failure_count == 0, camp.failures[:5]
+    assert camp.inputs >= fuzz_examples() * 0.9

@@ -2,10 +2,12 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
 
 from nagkit.errors import ArchError, UnknownNameError
 from nagkit.space import Arch, get_space, list_spaces
 from nagkit.space.sampling import crossover, mutate, sample, sample_many
+from tests.fuzzing import arch_inputs, check_arch, fuzz_examples, run_campaign
 
 W10 = get_space("ofa-mbv3-w1.0")
 W12 = get_space("ofa-mbv3-w1.2")
@@ -193,3 +195,21 @@ def test_d13_messages_quote_at_most_80_characters_of_the_input():
         with pytest.raises(ArchError) as ei:
             W10.parse_arch(value)
         assert len(ei.value.message) < 300, ei.value.message[:300]
+
+
+# ---- property tests (hypothesis; issue 13) ------------------------------------------------
+
+
+@given(arch_inputs())
+@settings(max_examples=300, deadline=None)
+def test_arch_parser_returns_a_round_tripping_arch_or_an_arch_error(value):
+    check_arch(value)
+
+
+@pytest.mark.slow
+def test_arch_parser_long_fuzz_run():
+    """NAGKIT_FUZZ_EXAMPLES inputs (default 2,000; benchmarks/fuzz/run_fuzz.py runs 100,000),
+    none over 1 s (hypothesis re-runs a slow one before failing)."""
+    camp = run_campaign("arch", fuzz_examples(), seed=11, deadline_ms=1000)
+    assert camp.failure_count == 0, camp.failures[:5]
+    assert camp.inputs >= fuzz_examples() * 0.9
