@@ -215,7 +215,7 @@ def _clean(line: str) -> tuple[str, str]:
 
 
 def _is_benchmark_line(text: str) -> bool:
-    return bool(text.startswith(("count=", _OLD_SUMMARY_HEAD, _NEW_SUMMARY_HEAD)) or _RUNNING.match(text)
+    return bool(_count_line(text) is not None or _summary_body(text) is not None or _RUNNING.match(text)
                 or _table_title(text) is not None)
 
 
