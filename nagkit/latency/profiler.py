@@ -96,12 +96,12 @@ class Journal:
             raise ArtifactError(f"{str(path)!r} is not a nagkit profile journal (no header line)",
                                 hint="delete it, or pick another --out")
         if recs[0].get("schema") != JOURNAL_SCHEMA:
-            raise ArtifactError(f"profile journal {str(path)!r} has schema {recs[0].get('schema')!r}; "
+            raise ArtifactError(f"profile journal {str(path)!r} has schema {short_repr(recs[0].get('schema'))}; "
                                 f"this nagkit writes schema {JOURNAL_SCHEMA}", hint="delete it and start over")
         blocks: dict[str, dict[str, Any]] = {}
         for i, r in enumerate(recs[1:], start=2):
             if r.get("type") != "block" or not isinstance(r.get("key"), str) or not isinstance(r.get("stats"), dict):
-                raise ArtifactError(f"profile journal {str(path)!r} has a malformed record: {str(r)[:200]}",
+                raise ArtifactError(f"profile journal {str(path)!r} has a malformed record: {short_repr(r, 200)}",
                                     hint="delete it and start over")
             problem = stats_problem(r["stats"])
             if problem:
@@ -177,18 +177,25 @@ def _fsync_dir(d: Path) -> None:
 
 def check_journal_matches(j: Journal, ident: Mapping[str, Any], space: SearchSpace) -> None:
     theirs = j.header.get("device_identity", {})
-    diffs = [f"{k}: journal {theirs.get(k)!r} vs now {ident.get(k)!r}"
+    diffs = [f"{k}: journal {short_repr(theirs.get(k))} vs now {short_repr(ident.get(k))}"
              for k in ("spec", "model_format", "runtime", "threads") if theirs.get(k) != ident.get(k)]
     if diffs:
         raise BadInputError(
-            f"profile journal {str(j.path)!r} was made for device {theirs.get('spec')!r}, not "
-            f"{ident.get('spec')!r} ({'; '.join(diffs)}); refusing to mix measurements",
-            hint=f"resume with `--device {theirs.get('spec')}`, or write to another --out")
+            f"profile journal {str(j.path)!r} was made for device {short_repr(theirs.get('spec'))}, not "
+            f"{short_repr(ident.get('spec'))} ({'; '.join(diffs)}); refusing to mix measurements",
+            hint=_resume_hint("--device", theirs.get("spec")))
     if j.header.get("space_spec") != space.to_dict():
         raise BadInputError(
-            f"profile journal {str(j.path)!r} was made for space {j.header.get('space')!r}, not "
+            f"profile journal {str(j.path)!r} was made for space {short_repr(j.header.get('space'))}, not "
             f"{space.name!r} (or its definition changed); refusing to mix measurements",
-            hint=f"resume with `--space {j.header.get('space')}`, or write to another --out")
+            hint=_resume_hint("--space", j.header.get("space")))
+
+
+def _resume_hint(option: str, value: Any) -> str:
+    """The command to resume with the journal's own value, when that value is short and printable."""
+    if isinstance(value, str) and 0 < len(value) <= 200 and value.isprintable():
+        return f"resume with `{option} {value}`, or write to another --out"
+    return "write to another --out"
 
 
 def versions() -> dict[str, str]:
