@@ -17,7 +17,9 @@ Parsers (strategies and checks in ``tests/fuzzing.py``, the same ones the proper
 
 A failure is any exception other than nagkit's own error types, or a broken check (an accepted
 arch that does not round-trip, a table whose prediction is not finite, statistics a table would
-refuse). Each input is timed in CPU time and wall time; the 20 costliest in CPU time are run
+refuse). Each input is timed in CPU time and wall time, with the garbage collector paused (the
+heap of hypothesis's bookkeeping would otherwise put multi-second full collections on random
+inputs) and after one untimed warm-up input (imports); the 20 costliest in CPU time are run
 again (best of 3 in wall time) so that the reported slowest time is the parser's, not a pause of
 the shared machine. Writes ``results.json`` beside this script with machine info.
 """
@@ -94,7 +96,7 @@ def main() -> int:
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
         "machine": info,
         "note": "shared 2-core VM with other jobs running, run under nice: 'slowest_wall_s' and 'over_1s_wall' "
-                "include pauses of the machine; 'slowest_cpu_s' is CPU time; 'slowest_s' (the 20 costliest inputs "
+                "include pauses of the machine; 'slowest_cpu_s' is CPU time (garbage collector paused while an input runs); 'slowest_s' (the 20 costliest inputs "
                 "in CPU time, re-run) and 'over_1s_confirmed' are re-timed wall times, best of 3",
         "inputs_per_parser": args.n,
         "seed": args.seed,
