@@ -9,6 +9,7 @@ from :data:`EXIT_CODES`; ``NAGKIT_DEBUG=1`` shows the traceback instead.
 from __future__ import annotations
 
 import difflib
+import reprlib
 from collections.abc import Iterable
 
 EXIT_OK = 0
@@ -138,3 +139,33 @@ def reject_unknown_keys(given: Iterable[str], valid: Iterable[str], where: str) 
             dym = did_you_mean(u, valid)
             parts.append(repr(u) + (f" ({dym})" if dym else ""))
         raise BadInputError(f"unknown key(s) {', '.join(parts)} in {where}; valid keys: {', '.join(valid)}")
+
+
+def short_repr(value: object, limit: int = 80) -> str:
+    """``repr(value)`` cut to about ``limit`` characters, for echoing user input in messages.
+
+    Bounded in time and memory for any input: nested containers are summarised a few levels
+    and items deep (a YAML alias bomb shares one object a billion times), and integers too
+    long for ``repr`` (over 4,300 digits) are described by their size instead."""
+    text = _SHORT_REPR.repr(value)
+    if len(text) > limit:
+        keep = max(limit - 5, 8)
+        text = text[: keep - keep // 3] + "[...]" + text[len(text) - keep // 3:]
+    return text
+
+
+class _ShortRepr(reprlib.Repr):
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel = 3
+        self.maxdict = self.maxlist = self.maxtuple = self.maxset = self.maxfrozenset = self.maxdeque = 4
+        self.maxstring = self.maxother = 120
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 200:  # over 60 digits: repr would be long (or raise past 4,300 digits)
+            sign = "negative " if x < 0 else ""
+            return f"<{sign}int of about {int(x.bit_length() * 0.30103) + 1} digits>"
+        return repr(x)
+
+
+_SHORT_REPR = _ShortRepr()

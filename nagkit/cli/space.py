@@ -78,14 +78,8 @@ def arch_info(arch_text: str, space_name: str, as_json: bool) -> None:
 
 
 def read_arch_arg(text: str) -> str:
-    """`@path` reads the arch from a file; anything else is returned as is."""
-    if text.startswith("@"):
-        from pathlib import Path
+    """`@path` reads the arch from a file; anything else is returned as is (the checks live in
+    :func:`nagkit.space.arch.read_arch_arg`; imported here on use to keep `--help` fast)."""
+    from nagkit.space.arch import read_arch_arg as read
 
-        from nagkit.errors import BadInputError
-
-        p = Path(text[1:])
-        if not p.is_file():
-            raise BadInputError(f"arch file {str(p)!r} does not exist")
-        return p.read_text().strip()
-    return text
+    return read(text)

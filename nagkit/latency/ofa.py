@@ -6,6 +6,10 @@ idskip:0-se:0-hs:1`` (``expand`` is the mid channel count), plus ``Conv`` (stem)
 block key scoped to its file's resolution (``r224/<key>``), with OFA's mean as ``mean_ms`` (the
 table's prediction stat, so sums reproduce OFA's), its std and count; OFA records no median or
 percentiles, so those are null.
+
+The YAML is read with :func:`nagkit.io.load_yaml_bytes` (safe, with caps on size, nesting and
+aliases: a few hundred bytes of nested aliases would otherwise expand to a billion values), and
+keys are matched with ASCII-only, bounded patterns.
 """
 
 from __future__ import annotations
@@ -15,30 +19,32 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from nagkit.errors import ArtifactError, BadInputError
+from nagkit.errors import ArtifactError, BadInputError, short_repr
+from nagkit.io import load_yaml_bytes
 from nagkit.latency.keys import block_key, scoped
 from nagkit.latency.table import LatencyTable
 from nagkit.space.space import LayerSpec, SearchSpace
 
-_FILE_RE = re.compile(r"^(\d+)_lookup_table\.ya?ml$")
-_SHAPE = r"(\d+)x(\d+)x(\d+)"
+_N = r"(\d{1,7})"  # an ASCII size or count (re.ASCII below); longer is no real layer
+_FILE_RE = re.compile(r"(\d{1,6})_lookup_table\.ya?ml", re.ASCII)
+_SHAPE = rf"{_N}x{_N}x{_N}"
 _MB_RE = re.compile(
-    rf"^expanded_conv-input:{_SHAPE}-output:{_SHAPE}-expand:(\d+)-kernel:(\d+)-stride:(\d+)"
-    r"-idskip:([01])-se:([01])-hs:([01])$")
-_PLAIN_RE = re.compile(rf"^(Conv|Conv_1|Conv_2|AvgPool2D)-input:{_SHAPE}-output:{_SHAPE}$")
-_LOGITS_RE = re.compile(rf"^Logits-input:{_SHAPE}-output:(\d+)$")
+    rf"expanded_conv-input:{_SHAPE}-output:{_SHAPE}-expand:{_N}-kernel:{_N}-stride:{_N}"
+    r"-idskip:([01])-se:([01])-hs:([01])", re.ASCII)
+_PLAIN_RE = re.compile(rf"(Conv|Conv_1|Conv_2|AvgPool2D)-input:{_SHAPE}-output:{_SHAPE}", re.ASCII)
+_LOGITS_RE = re.compile(rf"Logits-input:{_SHAPE}-output:{_N}", re.ASCII)
+#: The largest OFA table file read (OFA's are about 15 KB).
+MAX_OFA_FILE_BYTES = 4 << 20
 
 
 def ofa_key_to_layer(key: str, space: SearchSpace) -> LayerSpec:
     """The nagkit layer of one OFA key (activations of fixed layers come from ``space``)."""
-    m = _MB_RE.match(key)
+    m = _MB_RE.fullmatch(key)
     if m:
         h, _, cin, oh, _, cout, mid, k, s, skip, se, hs = map(int, m.groups())
         return LayerSpec("mbconv", h, oh, cin, cout, k=k, stride=s, mid=mid, se=bool(se),
                          act="h_swish" if hs else "relu", skip=bool(skip))
-    m = _PLAIN_RE.match(key)
+    m = _PLAIN_RE.fullmatch(key)
     if m:
         name = m.group(1)
         h, _, cin, oh, _, cout = map(int, m.groups()[1:])
@@ -49,11 +55,11 @@ def ofa_key_to_layer(key: str, space: SearchSpace) -> LayerSpec:
         if name == "AvgPool2D":
             return LayerSpec("pool", h, oh, cin, cout, bn=False)
         return LayerSpec("feature_mix", h, oh, cin, cout, act="h_swish", bn=False)
-    m = _LOGITS_RE.match(key)
+    m = _LOGITS_RE.fullmatch(key)
     if m:
         h, _, cin, cout = map(int, m.groups())
         return LayerSpec("classifier", h, 1, cin, cout, bn=False, bias=True)
-    raise BadInputError(f"unrecognised OFA latency key {key!r}")
+    raise BadInputError(f"unrecognised OFA latency key {short_repr(key)}")
 
 
 def _readme_commit(d: Path) -> str | None:
@@ -73,29 +79,29 @@ def import_ofa(directory: str | Path, space: SearchSpace, *, device: dict[str, A
         raise BadInputError(f"OFA table folder {str(d)!r} does not exist or is not a folder",
                             hint="point at the folder holding 160_lookup_table.yaml, 164_lookup_table.yaml, ... "
                                  "(OFA's note10_lut folder from mit-han-lab/once-for-all)")
-    files = sorted((int(m.group(1)), p) for p in d.iterdir() if (m := _FILE_RE.match(p.name)))
+    files = sorted((int(m.group(1)), p) for p in d.iterdir() if (m := _FILE_RE.fullmatch(p.name)))
     if not files:
         raise BadInputError(f"no '<resolution>_lookup_table.yaml' files in {str(d)!r}")
     entries: dict[str, dict[str, Any]] = {}
     digests: dict[str, str] = {}
     for r, p in files:
-        raw = p.read_bytes()
+        with open(p, "rb") as f:
+            raw = f.read(MAX_OFA_FILE_BYTES + 1)
         digests[p.name] = hashlib.sha256(raw).hexdigest()
-        try:
-            data = yaml.safe_load(raw)
-        except yaml.YAMLError as e:
-            raise ArtifactError(f"OFA table {str(p)!r} is not valid YAML: {e}") from None
+        data = load_yaml_bytes(raw, what=f"OFA table {str(p)!r}", max_bytes=MAX_OFA_FILE_BYTES)
         if not isinstance(data, dict) or not data:
             raise ArtifactError(f"OFA table {str(p)!r} is empty or not a mapping of key -> stats")
         for okey, v in data.items():
+            if not isinstance(okey, str):
+                raise ArtifactError(f"OFA table {str(p)!r}: key {short_repr(okey)} is not a string")
             try:
-                layer = ofa_key_to_layer(str(okey), space)
+                layer = ofa_key_to_layer(okey, space)
             except BadInputError as e:
                 raise ArtifactError(f"{e.message} in {str(p)!r}") from None
             if layer.kind == "stem" and layer.in_hw != r:
                 raise ArtifactError(f"OFA table {str(p)!r} (r={r}) has a stem for input {layer.in_hw}")
             if not isinstance(v, dict) or not {"mean", "std", "count"} <= set(v):
-                raise ArtifactError(f"OFA table {str(p)!r}: key {okey!r} needs mean, std and count")
+                raise ArtifactError(f"OFA table {str(p)!r}: key {short_repr(okey)} needs mean, std and count")
             key = scoped(block_key(layer), r)
             entries[key] = {"median_ms": None, "mean_ms": v["mean"], "std_ms": v["std"],
                             "p10_ms": None, "p90_ms": None, "n": v["count"]}

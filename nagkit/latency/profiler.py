@@ -4,8 +4,11 @@ Every measured block is appended to a journal (JSON lines, flushed and fsync'd) 
 output, ``<out>.journal.jsonl``. Its first line is a header naming the device, runtime, model
 format and space; each further line is one block's statistics. After a crash or ``kill -9``,
 ``resume=True`` reads the journal (dropping a half-written last line), refuses a journal made
-for another device, runtime or space, and measures only the blocks that are missing. The final
-table is written atomically with the device and runtime facts and the versions used.
+for another device, runtime or space, and measures only the blocks that are missing. A block
+record with impossible statistics (an infinite median, n=0, a negative std, p10 > p90: what a
+garbled device output once produced) is skipped with a warning and measured again, instead of
+failing the table build on every resume. The final table is written atomically with the device
+and runtime facts and the versions used.
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nagkit.errors import ArtifactError, BadInputError
+from nagkit.errors import ArtifactError, BadInputError, DeviceError, short_repr
 from nagkit.latency.blocks import BlockCache, unique_layers
 from nagkit.latency.progress import progress_bar
-from nagkit.latency.table import LatencyTable, utc_now
+from nagkit.latency.table import LatencyTable, stats_problem, utc_now
 from nagkit.space.layers import LayerSpec, layer_input_shape
 from nagkit.space.space import SearchSpace
 
@@ -94,13 +97,18 @@ class Journal:
             raise ArtifactError(f"{str(path)!r} is not a nagkit profile journal (no header line)",
                                 hint="delete it, or pick another --out")
         if recs[0].get("schema") != JOURNAL_SCHEMA:
-            raise ArtifactError(f"profile journal {str(path)!r} has schema {recs[0].get('schema')!r}; "
+            raise ArtifactError(f"profile journal {str(path)!r} has schema {short_repr(recs[0].get('schema'))}; "
                                 f"this nagkit writes schema {JOURNAL_SCHEMA}", hint="delete it and start over")
         blocks: dict[str, dict[str, Any]] = {}
-        for r in recs[1:]:
+        for i, r in enumerate(recs[1:], start=2):
             if r.get("type") != "block" or not isinstance(r.get("key"), str) or not isinstance(r.get("stats"), dict):
-                raise ArtifactError(f"profile journal {str(path)!r} has a malformed record: {str(r)[:200]}",
+                raise ArtifactError(f"profile journal {str(path)!r} has a malformed record: {short_repr(r, 200)}",
                                     hint="delete it and start over")
+            problem = stats_problem(r["stats"])
+            if problem:
+                log.warning("journal %s line %d: block %s %s; it will be measured again", path, i,
+                            short_repr(r["key"]), problem)
+                continue
             blocks[r["key"]] = r
         if good_len < len(data):
             with open(path, "r+b") as f:
@@ -170,18 +178,25 @@ def _fsync_dir(d: Path) -> None:
 
 def check_journal_matches(j: Journal, ident: Mapping[str, Any], space: SearchSpace) -> None:
     theirs = j.header.get("device_identity", {})
-    diffs = [f"{k}: journal {theirs.get(k)!r} vs now {ident.get(k)!r}"
+    diffs = [f"{k}: journal {short_repr(theirs.get(k))} vs now {short_repr(ident.get(k))}"
              for k in ("spec", "model_format", "runtime", "threads") if theirs.get(k) != ident.get(k)]
     if diffs:
         raise BadInputError(
-            f"profile journal {str(j.path)!r} was made for device {theirs.get('spec')!r}, not "
-            f"{ident.get('spec')!r} ({'; '.join(diffs)}); refusing to mix measurements",
-            hint=f"resume with `--device {theirs.get('spec')}`, or write to another --out")
+            f"profile journal {str(j.path)!r} was made for device {short_repr(theirs.get('spec'))}, not "
+            f"{short_repr(ident.get('spec'))} ({'; '.join(diffs)}); refusing to mix measurements",
+            hint=_resume_hint("--device", theirs.get("spec")))
     if j.header.get("space_spec") != space.to_dict():
         raise BadInputError(
-            f"profile journal {str(j.path)!r} was made for space {j.header.get('space')!r}, not "
+            f"profile journal {str(j.path)!r} was made for space {short_repr(j.header.get('space'))}, not "
             f"{space.name!r} (or its definition changed); refusing to mix measurements",
-            hint=f"resume with `--space {j.header.get('space')}`, or write to another --out")
+            hint=_resume_hint("--space", j.header.get("space")))
+
+
+def _resume_hint(option: str, value: Any) -> str:
+    """The command to resume with the journal's own value, when that value is short and printable."""
+    if isinstance(value, str) and 0 < len(value) <= 200 and value.isprintable():
+        return f"resume with `{option} {value}`, or write to another --out"
+    return "write to another --out"
 
 
 def versions() -> dict[str, str]:
@@ -273,6 +288,11 @@ def _run(device, space, layers, jpath: Path, ident, resume: bool, force: bool, c
         for key, layer in todo:
             t1 = time.perf_counter()
             stats = _measure_block(device, cache, key, layer, cfg)
+            problem = stats_problem(stats.to_dict())
+            if problem:  # never journal what the table build would refuse
+                raise DeviceError(f"{device.spec} returned impossible statistics for block {key}: it {problem}",
+                                  hint="rerun with --resume to measure it again; if it repeats, check the device "
+                                       "and its benchmark tool")
             journal.append(key, stats.to_dict(), layer=_layer_dict(layer),
                            wall_s=round(time.perf_counter() - t1, 4))
             measured.append(key)

@@ -14,7 +14,10 @@ File format (JSON)::
      "entries_sha256": "...", "calibration": null | {...}, "provenance": {...}}
 
 ``entries_sha256`` is a sha256 over the canonical JSON of ``entries``; :meth:`LatencyTable.load`
-recomputes and checks it.
+recomputes and checks it. ``space_sha256`` does the same for ``space`` (name and spec); tables
+written before it existed have none and still load. Either way every field of ``space.spec`` is
+type- and range-checked on load (a stride of 0 or a width given as a string would otherwise
+only fail deep inside a prediction), and the file is capped at :data:`MAX_TABLE_BYTES`.
 
 The calibration record always has ``scale``, ``offset``, ``fit_error`` (MAPE % of the
 calibrated prediction on the networks it was fitted on) and ``n_fit``, and a ``model``:
@@ -39,18 +42,19 @@ import datetime as _dt
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from nagkit.errors import ArtifactError, BadInputError
+from nagkit.errors import ArtifactError, BadInputError, short_repr
 from nagkit.io import atomic_write_json
 from nagkit.latency.calibration_model import Calibration
 from nagkit.latency.keys import block_key, scoped
-from nagkit.space.arch import Arch
+from nagkit.space.arch import MAX_VALUE, Arch
 from nagkit.space.space import SearchSpace
 
 FORMAT = "nagkit-latency-table"
@@ -59,6 +63,8 @@ STAT_FIELDS = ("median_ms", "mean_ms", "std_ms", "p10_ms", "p90_ms", "n")
 PREDICT_STATS = ("median_ms", "mean_ms")
 _REQUIRED = ("format", "schema", "device", "runtime", "space", "resolutions", "created", "stat",
              "entries", "entries_sha256", "calibration", "provenance")
+#: The largest table file nagkit reads (the shipped ones are under 400 KB).
+MAX_TABLE_BYTES = 256 << 20
 
 
 class MissingBlockError(BadInputError):
@@ -67,6 +73,12 @@ class MissingBlockError(BadInputError):
 
 def entries_digest(entries: Mapping[str, Mapping[str, Any]]) -> str:
     canon = json.dumps(entries, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+def space_digest(name: str, spec: Mapping[str, Any]) -> str:
+    """sha256 over the canonical JSON of a table's ``space`` (its name and spec)."""
+    canon = json.dumps({"name": name, "spec": spec}, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
 
@@ -125,6 +137,7 @@ class LatencyTable:
             "stat": self.stat,
             "entries": self.entries,
             "entries_sha256": entries_digest(self.entries),
+            "space_sha256": space_digest(self.space_name, self.space_spec),
             "calibration": self.calibration.to_dict() if self.calibration else None,
             "provenance": self.provenance,
         }
@@ -141,14 +154,30 @@ class LatencyTable:
             raise ArtifactError(f"latency table {str(path)!r} does not exist",
                                 hint="profile one with `nagkit profile --device D --space S --out T.json` "
                                      "or import OFA's with `nagkit lut import-ofa DIR --out T.json`")
-        raw = path.read_bytes()
+        with open(path, "rb") as f:
+            raw = f.read(MAX_TABLE_BYTES + 1)
+        return cls.from_bytes(raw, path=path)
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, path: Path | None = None) -> LatencyTable:
+        """The table in ``raw`` (a table file's bytes), checked as :meth:`load` checks a file."""
+        src = str(path) if path else "<table>"
+        if len(raw) > MAX_TABLE_BYTES:
+            raise ArtifactError(f"latency table {src!r} is over {MAX_TABLE_BYTES:,} bytes; it is refused",
+                                hint=_rebuild_hint(path, None))
         try:
             obj = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             where = f" at line {e.lineno} column {e.colno}" if isinstance(e, json.JSONDecodeError) else ""
             raise ArtifactError(
-                f"latency table {str(path)!r} is truncated or corrupt (not valid JSON{where}, "
+                f"latency table {src!r} is truncated or corrupt (not valid JSON{where}, "
                 f"{len(raw)} bytes); it is refused", hint=_rebuild_hint(path, None)) from None
+        except ValueError as e:  # e.g. an integer of over 4,300 digits
+            raise ArtifactError(f"latency table {src!r} holds an unreadable value ({str(e).split(';')[0][:100]}); "
+                                "it is refused", hint=_rebuild_hint(path, None)) from None
+        except RecursionError:
+            raise ArtifactError(f"latency table {src!r} is nested too deeply to be a latency table; it is refused",
+                                hint=_rebuild_hint(path, None)) from None
         return cls.from_dict(obj, path=path)
 
     @classmethod
@@ -158,11 +187,11 @@ class LatencyTable:
             raise ArtifactError(f"latency table {src!r} must be a JSON object, got {type(obj).__name__}",
                                 hint=_rebuild_hint(path, None))
         if obj.get("format") != FORMAT:
-            raise ArtifactError(f"{src!r} is not a nagkit latency table (format {obj.get('format')!r}, "
+            raise ArtifactError(f"{src!r} is not a nagkit latency table (format {short_repr(obj.get('format'))}, "
                                 f"expected {FORMAT!r})",
                                 hint="OFA YAML tables are imported with `nagkit lut import-ofa DIR --out T.json`")
         if obj.get("schema") != SCHEMA_VERSION:
-            raise ArtifactError(f"latency table {src!r} has schema version {obj.get('schema')!r}; this "
+            raise ArtifactError(f"latency table {src!r} has schema version {short_repr(obj.get('schema'))}; this "
                                 f"nagkit reads schema {SCHEMA_VERSION}", hint=_rebuild_hint(path, obj))
         missing = [k for k in _REQUIRED if k not in obj]
         if missing:
@@ -174,17 +203,22 @@ class LatencyTable:
             if not isinstance(obj[name], typ):
                 raise ArtifactError(f"latency table {src!r}: field {name!r} must be a {typ.__name__}, "
                                     f"got {type(obj[name]).__name__}", hint=_rebuild_hint(path, obj))
+        if len(obj["created"]) > 64:
+            raise ArtifactError(f"latency table {src!r}: 'created' is {short_repr(obj['created'])}; it must be a "
+                                "timestamp such as 2026-01-31T12:00:00Z", hint=_rebuild_hint(path, obj))
         sp = obj["space"]
         if not isinstance(sp.get("name"), str) or not isinstance(sp.get("spec"), dict):
             raise ArtifactError(f"latency table {src!r}: field 'space' needs 'name' and 'spec'",
                                 hint=_rebuild_hint(path, obj))
+        _check_space(sp, obj.get("space_sha256"), src, path, obj)
         if obj["stat"] not in PREDICT_STATS:
-            raise ArtifactError(f"latency table {src!r}: stat {obj['stat']!r} is not one of "
+            raise ArtifactError(f"latency table {src!r}: stat {short_repr(obj['stat'])} is not one of "
                                 f"{', '.join(PREDICT_STATS)}", hint=_rebuild_hint(path, obj))
         res = obj["resolutions"]
-        if not res or not all(isinstance(r, int) and not isinstance(r, bool) and r > 0 for r in res):
+        if not res or not all(isinstance(r, int) and not isinstance(r, bool) and 0 < r < MAX_VALUE for r in res):
             raise ArtifactError(f"latency table {src!r}: 'resolutions' must be a non-empty list of "
-                                f"positive integers, got {res!r}", hint=_rebuild_hint(path, obj))
+                                f"positive integers below {MAX_VALUE:,}, got {short_repr(res)}",
+                                hint=_rebuild_hint(path, obj))
         entries = obj["entries"]
         if not entries:
             raise ArtifactError(f"latency table {src!r} has no entries", hint=_rebuild_hint(path, obj))
@@ -381,12 +415,14 @@ class LatencyTable:
 def _rebuild_hint(path: Path | None, obj: Any) -> str:
     out = str(path) if path else "T.json"
     dev, space, res = "D", "S", None
-    if isinstance(obj, dict):
-        if isinstance(obj.get("device"), dict) and obj["device"].get("spec"):
+    if isinstance(obj, dict):  # only short, plain values from the file make it into the command
+        if isinstance(obj.get("device"), dict) and _plain(obj["device"].get("spec")):
             dev = obj["device"]["spec"]
-        if isinstance(obj.get("space"), dict) and isinstance(obj["space"].get("name"), str):
+        if isinstance(obj.get("space"), dict) and _plain(obj["space"].get("name")):
             space = obj["space"]["name"]
-        if isinstance(obj.get("resolutions"), list):
+        if (isinstance(obj.get("resolutions"), list) and 0 < len(obj["resolutions"]) <= 64
+                and all(isinstance(r, int) and not isinstance(r, bool) and 0 < r < MAX_VALUE
+                        for r in obj["resolutions"])):
             res = ",".join(str(r) for r in obj["resolutions"])
         if isinstance(obj.get("provenance"), dict) and obj["provenance"].get("source") == "ofa-yaml":
             return f"re-import it with `nagkit lut import-ofa DIR --out {out}`"
@@ -396,42 +432,183 @@ def _rebuild_hint(path: Path | None, obj: Any) -> str:
     return f"rebuild it with `{cmd} --out {out} --resume` (the journal beside it keeps measured blocks)"
 
 
+def _plain(v: Any) -> bool:
+    return isinstance(v, str) and 0 < len(v) <= 200 and v.isprintable()
+
+
+def _real(v: Any) -> float | None:
+    """``v`` as a finite float, or None for anything else (bools, strings, nan/inf, and
+    integers too large for a float, which would raise OverflowError)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
 def _finite_pos(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+    f = _real(v)
+    return f is not None and f > 0
+
+
+def _num(v: Any) -> bool:
+    return _real(v) is not None
+
+
+def stats_problem(v: Any, stat: str = "median_ms") -> str | None:
+    """What is wrong with one table entry / measured block's statistics (``median_ms``,
+    ``mean_ms``, ``std_ms``, ``p10_ms``, ``p90_ms``, ``n``), or None when it is valid: ``stat``
+    finite and > 0, the other latencies finite and > 0 or null, std >= 0, p10 <= p90, n >= 1.
+    Values are quoted with :func:`~nagkit.errors.short_repr` (never formatted unbounded)."""
+    if not isinstance(v, dict):
+        return f"must be an object with {', '.join(STAT_FIELDS)}"
+    missing = [f for f in STAT_FIELDS if f not in v]
+    if missing:
+        return f"is missing field(s) {', '.join(missing)}"
+    if not _finite_pos(v[stat]):
+        return f"has {stat}={short_repr(v[stat])}; latencies must be finite and > 0"
+    for f in ("median_ms", "mean_ms", "p10_ms", "p90_ms"):
+        if v[f] is not None and not _finite_pos(v[f]):
+            return f"has {f}={short_repr(v[f])}; latencies must be finite and > 0 (or null when not recorded)"
+    s = v["std_ms"]
+    if s is not None and not (_num(s) and s >= 0):
+        return f"has std_ms={short_repr(s)}; it must be finite and >= 0"
+    if v["p10_ms"] is not None and v["p90_ms"] is not None and v["p10_ms"] > v["p90_ms"]:
+        return f"has p10_ms={v['p10_ms']:.6g} > p90_ms={v['p90_ms']:.6g}"
+    if not isinstance(v["n"], int) or isinstance(v["n"], bool) or v["n"] < 1:
+        return f"has n={short_repr(v['n'])}; it must be a positive integer"
+    return None
 
 
 def _check_entry(key: str, v: Any, stat: str, src: str, path: Path | None = None,
                  obj: Any = None) -> dict[str, Any]:
     def fail(msg: str) -> ArtifactError:
-        return ArtifactError(f"latency table {src!r}: entry {key!r} {msg}", hint=_rebuild_hint(path, obj))
+        return ArtifactError(f"latency table {src!r}: entry {short_repr(key)} {msg}", hint=_rebuild_hint(path, obj))
 
     if not isinstance(key, str) or not key:
         raise fail("has an empty key")
-    if not isinstance(v, dict):
-        raise fail(f"must be an object with {', '.join(STAT_FIELDS)}")
-    missing = [f for f in STAT_FIELDS if f not in v]
-    if missing:
-        raise fail(f"is missing field(s) {', '.join(missing)}")
-    if not _finite_pos(v[stat]):
-        raise fail(f"has {stat}={v[stat]!r}; latencies must be finite and > 0")
-    for f in ("median_ms", "mean_ms", "p10_ms", "p90_ms"):
-        if v[f] is not None and not _finite_pos(v[f]):
-            raise fail(f"has {f}={v[f]!r}; latencies must be finite and > 0 (or null when not recorded)")
-    s = v["std_ms"]
-    if s is not None and not (isinstance(s, (int, float)) and not isinstance(s, bool)
-                              and math.isfinite(s) and s >= 0):
-        raise fail(f"has std_ms={s!r}; it must be finite and >= 0")
-    if not isinstance(v["n"], int) or isinstance(v["n"], bool) or v["n"] < 1:
-        raise fail(f"has n={v['n']!r}; it must be a positive integer")
+    problem = stats_problem(v, stat)
+    if problem:
+        raise fail(problem)
     return v
 
 
-def _num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+# --------------------------------------------------------------------------- space.spec
+
+_ACT_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
+_LIST_MAX = 32
+
+
+def _ints(lo: int, hi: int, *, odd: bool = False, max_len: int = _LIST_MAX) -> Callable[[Any], bool]:
+    """A check: a non-empty list of at most ``max_len`` integers in ``lo..hi`` (odd ones)."""
+    def ok(v: Any) -> bool:
+        return (isinstance(v, list) and 0 < len(v) <= max_len
+                and all(isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi and (not odd or x % 2)
+                        for x in v))
+    return ok
+
+
+def _reals(lo: float, hi: float, *, lo_open: bool = False, max_len: int = _LIST_MAX) -> Callable[[Any], bool]:
+    """A check: a non-empty list of finite numbers in [lo, hi] (or (lo, hi])."""
+    def ok(v: Any) -> bool:
+        return (isinstance(v, list) and 0 < len(v) <= max_len
+                and all((f := _real(x)) is not None and (lo < f if lo_open else lo <= f) and f <= hi for x in v))
+    return ok
+
+
+def _one(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    """The list check ``check`` applied to a single value."""
+    return lambda v: check([v])
+
+
+def _is_act(v: Any) -> bool:
+    return isinstance(v, str) and (v == "" or _ACT_RE.fullmatch(v) is not None)
+
+
+def _acts(v: Any) -> bool:
+    return isinstance(v, list) and 0 < len(v) <= _LIST_MAX and all(_is_act(a) for a in v)
+
+
+def _bools(v: Any) -> bool:
+    return isinstance(v, list) and 0 < len(v) <= _LIST_MAX and all(isinstance(b, bool) for b in v)
+
+
+def _text(max_len: int) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, str) and len(v) <= max_len
+
+
+def _labels(v: Any) -> bool:
+    return isinstance(v, list) and len(v) <= 10_000_000 and all(isinstance(x, str) and len(x) <= 1000 for x in v)
+
+
+#: Each field of SearchSpace.to_dict(): (check, what a valid value is). Bounds are generous
+#: but finite, so that a hostile spec cannot make prediction loops or messages unbounded.
+_SPACE_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "name": (lambda v: _text(200)(v) and v != "", "a non-empty string"),
+    "width_mult": (_one(_reals(0.0, 100.0, lo_open=True)), "a number in (0, 100]"),
+    "base_stage_width": (_ints(1, 100_000), "a list of integers in 1..100000"),
+    "ks_list": (_ints(1, 99, odd=True), "a list of odd integers in 1..99"),
+    "expand_list": (_ints(1, 1000), "a list of integers in 1..1000"),
+    "depth_list": (_ints(1, 64), "a list of integers in 1..64"),
+    "resolutions": (_ints(1, MAX_VALUE - 1, max_len=1024), f"a list of at most 1024 integers in 1..{MAX_VALUE - 1}"),
+    "stage_strides": (_ints(1, 64), "a list of integers in 1..64"),
+    "stage_acts": (_acts, "a list of activation names such as 'relu' or 'h_swish'"),
+    "stage_se": (_bools, "a list of true/false"),
+    "first_block_act": (_is_act, "an activation name such as 'relu'"),
+    "first_block_se": (lambda v: isinstance(v, bool), "true or false"),
+    "stem_stride": (_one(_ints(1, 64)), "an integer in 1..64"),
+    "stem_act": (_is_act, "an activation name such as 'h_swish'"),
+    "in_channels": (_one(_ints(1, 4096)), "an integer in 1..4096"),
+    "n_classes": (_one(_ints(1, 10_000_000)), "an integer in 1..10000000"),
+    "dropout": (_one(_reals(0.0, 1.0)), "a number in [0, 1]"),
+    "bn_momentum": (_one(_reals(0.0, 1.0)), "a number in [0, 1]"),
+    "bn_eps": (_one(_reals(0.0, 1.0, lo_open=True)), "a number in (0, 1]"),
+    "description": (_text(10_000), "a string"),
+    "mean": (_reals(-1e6, 1e6, max_len=4096), "a list of numbers"),
+    "std": (_reals(0.0, 1e6, max_len=4096, lo_open=True), "a list of numbers > 0"),
+    "labels": (_labels, "a list of strings"),
+}
+
+
+def _check_space(sp: dict[str, Any], recorded: Any, src: str, path: Path | None, obj: Any) -> SearchSpace:
+    """Validate ``space`` (name + spec) field by field and build the space: a bad spec must fail
+    here with the field's name, not later as ZeroDivisionError or TypeError in a prediction."""
+    hint = _rebuild_hint(path, obj)
+
+    def fail(msg: str) -> ArtifactError:
+        return ArtifactError(f"latency table {src!r}: space spec {msg}; it is refused", hint=hint)
+
+    spec = sp["spec"]
+    if recorded is not None:
+        try:
+            digest = space_digest(sp["name"], spec)
+        except (ValueError, TypeError):
+            raise fail("holds a value that is not plain JSON (NaN or Infinity)") from None
+        if not isinstance(recorded, str) or digest != recorded:
+            raise ArtifactError(f"latency table {src!r} fails its integrity check: the space's sha256 is "
+                                f"{digest[:12]}…, the file records {short_repr(recorded, 20)} (edited or corrupted)",
+                                hint=hint)
+    if "name" not in spec:
+        raise fail("has no 'name'")
+    unknown = [k for k in spec if k not in _SPACE_FIELDS]
+    if unknown:
+        raise fail(f"has unknown field(s) {short_repr(sorted(map(str, unknown)))}; valid fields: "
+                   f"{', '.join(_SPACE_FIELDS)}")
+    for name, (check, valid) in _SPACE_FIELDS.items():
+        if name in spec and not check(spec[name]):
+            raise fail(f"field {name!r} is {short_repr(spec[name])}; it must be {valid}")
+    try:
+        return SearchSpace.from_dict(spec)
+    except BadInputError as e:
+        raise fail(f"is inconsistent: {e.message}") from None
 
 
 _CAL_FIELDS = ("scale", "offset", "fit_error", "n_fit", "model", "group_by", "intercept_ms", "default_scale",
                "group_scales")
+#: Optional calibration details that readers format as numbers (``nagkit lut show``): finite, >= 0.
+_CAL_NUMBERS = ("raw_mape", "global_linear_mape", "loo_mape", "loo_within_5pct", "shrinkage")
 
 
 def _read_calibration(c: Any, src: str, path: Path | None, obj: Any) -> Calibration | None:
@@ -451,31 +628,31 @@ def _read_calibration(c: Any, src: str, path: Path | None, obj: Any) -> Calibrat
     if missing:
         raise ArtifactError(f"latency table {src!r}: calibration is missing {', '.join(missing)}", hint=hint)
     ok = (_finite_pos(c["scale"]) and _num(c["offset"]) and _num(c["fit_error"]) and c["fit_error"] >= 0
-          and isinstance(c["n_fit"], int) and not isinstance(c["n_fit"], bool) and c["n_fit"] >= 1)
+          and isinstance(c["n_fit"], int) and not isinstance(c["n_fit"], bool) and 1 <= c["n_fit"] <= 10**9)
     if not ok:
         raise ArtifactError(f"latency table {src!r}: calibration has invalid values "
-                            f"(scale={c['scale']!r}, offset={c['offset']!r}, fit_error={c['fit_error']!r}, "
-                            f"n_fit={c['n_fit']!r})", hint=hint)
+                            f"(scale={short_repr(c['scale'], 40)}, offset={short_repr(c['offset'], 40)}, "
+                            f"fit_error={short_repr(c['fit_error'], 40)}, n_fit={short_repr(c['n_fit'], 40)})", hint=hint)
     model = c.get("model", "linear")  # tables written before grouped calibration have no 'model'
     if model not in ("linear", "grouped"):
-        raise fail(f"has unknown model {model!r} (expected 'linear' or 'grouped')")
+        raise fail(f"has unknown model {short_repr(model)} (expected 'linear' or 'grouped')")
     grouped = {}
     if model == "grouped":
         miss = [k for k in ("group_by", "intercept_ms", "default_scale", "group_scales") if k not in c]
         if miss:
             raise fail(f"(grouped) is missing {', '.join(miss)}")
-        if c["group_by"] not in GROUP_SCHEMES:
-            raise fail(f"has unknown group_by {c['group_by']!r} (valid: {', '.join(GROUP_SCHEMES)})")
+        if not isinstance(c["group_by"], str) or c["group_by"] not in GROUP_SCHEMES:
+            raise fail(f"has unknown group_by {short_repr(c['group_by'])} (valid: {', '.join(GROUP_SCHEMES)})")
         if not _num(c["intercept_ms"]):
-            raise fail(f"has intercept_ms={c['intercept_ms']!r}; it must be a finite number")
+            raise fail(f"has intercept_ms={short_repr(c['intercept_ms'])}; it must be a finite number")
         if not _finite_pos(c["default_scale"]):
-            raise fail(f"has default_scale={c['default_scale']!r}; it must be finite and > 0")
+            raise fail(f"has default_scale={short_repr(c['default_scale'])}; it must be finite and > 0")
         gs = c["group_scales"]
         if not isinstance(gs, dict) or not gs:
             raise fail("has no group_scales (a non-empty object of group -> factor)")
         for g, v in gs.items():
             if not isinstance(g, str) or not g or not _num(v) or v < 0:
-                raise fail(f"group {g!r} has factor {v!r}; factors must be finite and >= 0")
+                raise fail(f"group {short_repr(g)} has factor {short_repr(v)}; factors must be finite and >= 0")
         grouped = {"group_by": c["group_by"], "group_scales": {g: float(v) for g, v in gs.items()},
                    "intercept": float(c["intercept_ms"]), "default_scale": float(c["default_scale"])}
     elif any(k in c for k in ("group_by", "group_scales", "intercept_ms")):
@@ -489,5 +666,14 @@ def _read_calibration(c: Any, src: str, path: Path | None, obj: Any) -> Calibrat
             if not isinstance(v, list) or len(v) != n or not all(check(x) for x in v):
                 raise fail(f"field {k!r} must list {n} (n_fit) "
                            + ("arch strings" if k == "fit_archs" else "finite latencies > 0"))
+    for k in _CAL_NUMBERS:
+        if k in c and not (_num(c[k]) and c[k] >= 0):
+            raise fail(f"field {k!r} is {short_repr(c[k])}; it must be a finite number >= 0")
+    if ("loo_mape" in c) != ("loo_within_5pct" in c):
+        raise fail("has only one of 'loo_mape' and 'loo_within_5pct' (a leave-one-out check records both)")
+    if "loo_within_5pct" in c and c["loo_within_5pct"] > 1:
+        raise fail(f"field 'loo_within_5pct' is {c['loo_within_5pct']:.6g}; it is a fraction in [0, 1]")
+    if "fit_error_unit" in c and not isinstance(c["fit_error_unit"], str):
+        raise fail(f"field 'fit_error_unit' is {short_repr(c['fit_error_unit'])}; it must be a string")
     details = {k: v for k, v in c.items() if k not in _CAL_FIELDS}
     return Calibration(float(c["scale"]), float(c["offset"]), float(c["fit_error"]), int(n), details, **grouped)

@@ -9,19 +9,31 @@ blocks as ``k<kernel>e<expand>`` joined by ``.``; stages are joined by ``-``::
 The depth of a stage is the number of its blocks. The string is shell- and filename-safe.
 It round-trips with OFA's dict ``{"ks": [20], "e": [20], "d": [5], "r": 224}``; entries of an
 OFA dict beyond a stage's depth are ignored, as in OFA.
+
+Parsing is strict and bounded, since arch strings come from users, files and the network:
+ASCII digits only (not ``r٢٢٤``), at most 6 digits per number, no whitespace inside, and
+messages quote at most ~80 characters of the input. Every failure is an :class:`ArchError`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from nagkit.errors import ArchError
+from nagkit.errors import ArchError, BadInputError, short_repr
 
-_BLOCK_RE = re.compile(r"^k(\d+)e(\d+)$")
+#: Every number in an arch (resolution, kernel, expand ratio, depth) is below this.
+MAX_VALUE = 1_000_000
+#: The most an ``@FILE`` arch argument may hold (an arch is well under 1 KB).
+MAX_ARCH_FILE_BYTES = 1 << 20
+_RES_RE = re.compile(r"r([0-9]+)")
+_BLOCK_RE = re.compile(r"k([0-9]+)e([0-9]+)")
+_EXAMPLE = "'r224-k3e4.k5e6-k7e3.k3e3-...'"
 
 
 @dataclass(frozen=True, order=True)
@@ -32,8 +44,9 @@ class Arch:
     stages: tuple[tuple[tuple[int, int], ...], ...]
 
     def __post_init__(self) -> None:
-        if not isinstance(self.r, int) or isinstance(self.r, bool) or self.r <= 0:
-            raise ArchError(f"arch field 'r' must be a positive integer resolution, got {self.r!r}")
+        if not isinstance(self.r, int) or isinstance(self.r, bool) or not 0 < self.r < MAX_VALUE:
+            raise ArchError(f"arch field 'r' must be a positive integer resolution below {MAX_VALUE:,}, "
+                            f"got {short_repr(self.r)}")
         stages = tuple(tuple((int(k), int(e)) for k, e in st) for st in self.stages)
         object.__setattr__(self, "stages", stages)
         for i, st in enumerate(stages):
@@ -68,26 +81,28 @@ class Arch:
     def from_string(cls, text: str) -> Arch:
         text = text.strip()
         parts = text.split("-")
-        if not parts or not re.fullmatch(r"r\d+", parts[0]):
-            raise ArchError(
-                f"malformed arch string {text!r}: it must start with the resolution 'r<int>', "
-                "e.g. 'r224-k3e4.k5e6-k7e3.k3e3-...'"
-            )
+        m = _RES_RE.fullmatch(parts[0])
+        if not m:
+            raise ArchError(f"malformed arch string {short_repr(text)}: it must start with the resolution "
+                            f"'r<int>' (ASCII digits), e.g. {_EXAMPLE}")
+        r = _bounded(m.group(1), "the resolution", text)
         if len(parts) < 2:
-            raise ArchError(f"malformed arch string {text!r}: no stages after the resolution")
+            raise ArchError(f"malformed arch string {short_repr(text)}: no stages after the resolution")
         stages = []
         for si, p in enumerate(parts[1:]):
             blocks = []
             for bi, tok in enumerate(p.split(".")):
-                m = _BLOCK_RE.match(tok)
+                m = _BLOCK_RE.fullmatch(tok)
                 if not m:
                     raise ArchError(
-                        f"malformed arch string {text!r}: stage {si} block {bi} is {tok!r}, "
-                        "expected 'k<kernel>e<expand>' such as 'k5e4'"
+                        f"malformed arch string {short_repr(text)}: stage {si} block {bi} is {short_repr(tok, 40)}, "
+                        "expected 'k<kernel>e<expand>' such as 'k5e4' (ASCII digits, no spaces)"
                     )
-                blocks.append((int(m.group(1)), int(m.group(2))))
+                where = f"stage {si} block {bi}"
+                blocks.append((_bounded(m.group(1), f"the kernel of {where}", text),
+                               _bounded(m.group(2), f"the expand ratio of {where}", text)))
             stages.append(tuple(blocks))
-        return cls(int(parts[0][1:]), tuple(stages))
+        return cls(r, tuple(stages))
 
     # -- OFA dict form -------------------------------------------------------------------
     def to_ofa_dict(self, max_depth: int | Sequence[int] = 4) -> dict[str, Any]:
@@ -120,18 +135,19 @@ class Arch:
         r = d.get("r", d.get("image_size", d.get("resolution", default_r)))
         if isinstance(r, (list, tuple)):
             if len(r) != 1:
-                raise ArchError(f"arch field 'r' must be one resolution, got {r!r}")
+                raise ArchError(f"arch field 'r' must be one resolution, got {short_repr(r)}")
             r = r[0]
         if r is None:
             raise ArchError('OFA arch dict has no resolution: add "r": <int> (or "image_size")')
         if not isinstance(r, int) or isinstance(r, bool):
-            raise ArchError(f"arch field 'r' must be an integer, got {r!r}")
+            raise ArchError(f"arch field 'r' must be an integer, got {short_repr(r)}")
         ks, es, ds = d["ks"], d["e"], d["d"]
         for name, v in (("ks", ks), ("e", es), ("d", ds)):
             if not isinstance(v, (list, tuple)) or not all(
-                isinstance(x, int) and not isinstance(x, bool) for x in v
+                isinstance(x, int) and not isinstance(x, bool) and -MAX_VALUE < x < MAX_VALUE for x in v
             ):
-                raise ArchError(f"arch field {name!r} must be a list of integers, got {v!r}")
+                raise ArchError(f"arch field {name!r} must be a list of integers (each below {MAX_VALUE:,}), "
+                                f"got {short_repr(v)}")
         n_stages = len(ds)
         if n_stages == 0:
             raise ArchError("arch field 'd' is empty; expected one depth per stage")
@@ -170,10 +186,51 @@ class Arch:
         if isinstance(value, str):
             s = value.strip()
             if s.startswith("{"):
-                try:
-                    obj = json.loads(s)
-                except json.JSONDecodeError as e:
-                    raise ArchError(f"arch looks like JSON but does not parse: {e.msg} at column {e.colno}") from None
-                return cls.from_ofa_dict(obj, max_depth=max_depth)
+                return cls.from_ofa_dict(_loads_json(s), max_depth=max_depth)
             return cls.from_string(s)
-        raise ArchError(f"cannot read an arch from {type(value).__name__}: {value!r}")
+        raise ArchError(f"cannot read an arch from {type(value).__name__}: {short_repr(value)}")
+
+
+def _bounded(digits: str, what: str, text: str) -> int:
+    """An ASCII digit string as an int below MAX_VALUE (never int() of 4,300+ digits)."""
+    if len(digits) > len(str(MAX_VALUE - 1)) or int(digits) >= MAX_VALUE:
+        raise ArchError(f"malformed arch string {short_repr(text)}: {what} has {len(digits):,} digits; "
+                        f"numbers in an arch are below {MAX_VALUE:,}")
+    return int(digits)
+
+
+def _loads_json(s: str) -> Any:
+    """OFA's dict from JSON text; any failure (syntax, a 4,300+ digit number, nesting deeper
+    than Python's recursion limit) is an ArchError."""
+    try:
+        return json.loads(s)
+    except json.JSONDecodeError as e:
+        raise ArchError(f"arch looks like JSON but does not parse: {e.msg} at column {e.colno}") from None
+    except ValueError as e:  # e.g. "Exceeds the limit (4300 digits) for integer string conversion"
+        raise ArchError(f"arch looks like JSON but holds an unreadable value: {str(e).split(';')[0][:120]}") from None
+    except RecursionError:
+        raise ArchError("arch looks like JSON but is nested too deeply to be an OFA arch dict") from None
+
+
+def read_arch_arg(text: str) -> str:
+    """``@FILE`` reads the arch from FILE (UTF-8 text, at most :data:`MAX_ARCH_FILE_BYTES`);
+    anything else is returned as is."""
+    if not text.startswith("@"):
+        return text
+    p = Path(text[1:])
+    name = short_repr(os.fspath(p))
+    if not p.is_file():
+        raise BadInputError(f"arch file {name} does not exist")
+    try:
+        with open(p, "rb") as f:
+            data = f.read(MAX_ARCH_FILE_BYTES + 1)
+    except OSError as e:
+        raise BadInputError(f"cannot read arch file {name}: {e.strerror or e}") from None
+    if len(data) > MAX_ARCH_FILE_BYTES:
+        raise ArchError(f"arch file {name} is over {MAX_ARCH_FILE_BYTES:,} bytes; it should hold one arch "
+                        "(a canonical string or OFA's dict as JSON)")
+    try:
+        return data.decode("utf-8").strip()
+    except UnicodeDecodeError as e:
+        raise ArchError(f"arch file {name} is not UTF-8 text (byte 0x{data[e.start]:02x} at position "
+                        f"{e.start})") from None

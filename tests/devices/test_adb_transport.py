@@ -96,6 +96,63 @@ def test_key_is_created_private(tmp_path):
     assert key.read_bytes() == before
 
 
+@pytest.mark.parametrize("content", [b"", b"\n", b"garbage", b"-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQ",
+                                     b"-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n", b"\xff\xfe"])
+def test_d9_empty_or_corrupt_key_names_the_file_and_the_fix(tmp_path, content):
+    """D9: an empty adbkey (left by a kill) gave exit 3 with a misleading 'permissions' hint."""
+    from nagkit.errors import ArtifactError
+
+    key = tmp_path / "adbkey"
+    key.write_bytes(content)
+    with pytest.raises(ArtifactError, match="the ADB key .*adbkey' cannot be used: it is") as ei:
+        load_or_create_key(key)
+    assert "empty" in ei.value.message if not content.strip() else "PEM" in ei.value.message
+    assert "delete it (and adbkey.pub)" in ei.value.hint and "\n" not in ei.value.message
+    key.unlink()  # the fix the hint names
+    load_or_create_key(key)
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+
+
+def test_d9_missing_empty_or_stale_public_key_is_rewritten(tmp_path):
+    key = tmp_path / "adbkey"
+    pub = tmp_path / "adbkey.pub"
+    signer = load_or_create_key(key)
+    good = pub.read_bytes()
+    assert good.split(b" ")[0] == signer.GetPublicKey().encode().split(b" ")[0]
+    for bad in (b"", b"junk user@host"):
+        pub.write_bytes(bad)
+        load_or_create_key(key)
+        assert pub.read_bytes().split(b" ")[0] == good.split(b" ")[0]
+    pub.unlink()
+    assert load_or_create_key(key).GetPublicKey().split(" ")[0] == good.decode().split(" ")[0]
+
+
+_KILL_CHILD = """
+import os, signal, sys
+from cryptography.hazmat.primitives.asymmetric import rsa
+real = rsa.generate_private_key
+def killed_after_generating(*a, **k):
+    key = real(*a, **k)
+    os.kill(os.getpid(), signal.SIGKILL)  # kill -9 while the key is being created
+rsa.generate_private_key = killed_after_generating
+from nagkit.devices.adb import load_or_create_key
+load_or_create_key(sys.argv[1])
+"""
+
+
+def test_d9_kill_during_key_creation_leaves_no_empty_key(tmp_path, cli_env):
+    """D9: `kill -9` during first-time key creation left an empty adbkey (5 of 5 trials)."""
+    import subprocess
+    import sys
+
+    key = tmp_path / "android" / "adbkey"
+    p = subprocess.run([sys.executable, "-c", _KILL_CHILD, str(key)], env=cli_env, capture_output=True, timeout=120)
+    assert p.returncode == -9, p.stderr.decode()[-2000:]
+    assert not key.exists() or key.stat().st_size > 0
+    signer = load_or_create_key(key)  # the next run just works
+    assert key.stat().st_size > 0 and stat.S_IMODE(key.stat().st_mode) == 0o600 and signer.GetPublicKey()
+
+
 def test_parse_target():
     assert parse_target("192.168.1.20:5555") == ("tcp", "192.168.1.20", 5555)
     assert parse_target("localhost:5037") == ("tcp", "localhost", 5037)

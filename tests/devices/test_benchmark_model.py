@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from nagkit.devices.benchmark_model import (
     median_basis,
@@ -14,6 +15,7 @@ from nagkit.devices.benchmark_model import (
     to_latency_stats,
 )
 from nagkit.errors import ProfileParseError
+from tests.fuzzing import benchmark_outputs, check_benchmark, fuzz_examples, no_hang, run_campaign
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "benchmark_model"
 if not DATA.is_dir():  # the checkout may live elsewhere; the shared data is at a fixed place
@@ -259,3 +261,111 @@ def test_retyped_tables_without_tabs_parse_the_same(prefix):
     assert [[t.rows for t in s.tables] for s in retyped.profiling] == [[t.rows for t in s.tables]
                                                                         for s in exact.profiling]
     assert retyped.inference == exact.inference
+
+
+# ---- hostile output (issue 13) -------------------------------------------------------------
+
+RUNNING = "INFO: Running benchmark for at least 50 iterations and at least 1 seconds.\n"
+SUMMARY = "INFO: Inference timings in us: Init: 1500, First inference: 2100, Inference (avg): 2003.25\n"
+REAL_COUNT = "count=60 first=2005 curr=2001 min=1980 max=2200 avg=2003.25 std=12 p5=1985 median=2000 p95=2030"
+
+
+@pytest.mark.parametrize("text", [
+    "count=50" + " avg=12345678" * 12 + " p.5=1\n",  # the issue's repro with 12 pairs (8x per pair)
+    RUNNING + "INFO: count=50" + " avg=12345678" * 12 + " p.5=1\n" + SUMMARY,
+    RUNNING + "INFO: " + REAL_COUNT[:-len(" p95=2030")] + " p9\n",  # a phone that drops mid-print
+    "Timings (microseconds): count=50" + " avg=12345678" * 12 + " x\n" + SUMMARY,
+])
+def test_d1_count_lines_do_not_backtrack(text):
+    """D1: `_NUM` repeated inside the count= pattern backtracked exponentially (12 pairs: hours)."""
+    with no_hang(30):
+        try:
+            parse_benchmark_output(text)
+        except ProfileParseError:
+            pass
+
+
+@pytest.mark.parametrize("line", [
+    "a" + " " * 100_000 + "x",                                      # the `Name: [value]` pattern
+    "=" + " " * 100_000 + "x",                                      # table titles
+    "Created TensorFlow Lite " + "x delegate for " * 20_000 + "y",  # delegate lines
+    "ERROR: " + "Could not open '" * 50_000,                       # fatal lines
+])
+def test_d1_long_hostile_lines_take_linear_time(line):
+    """D1: lazy patterns followed by optional spaces were quadratic in a long line (100 KB: minutes)."""
+    with no_hang(30):
+        try:
+            parse_benchmark_output(RUNNING + "INFO: " + REAL_COUNT + "\n" + line + "\n" + SUMMARY)
+        except ProfileParseError:
+            pass
+        with pytest.raises(ProfileParseError, match="without values"):
+            parse_benchmark_output("INFO: Inference timings in us: " + "a" * 200_000 + "\n")
+
+
+@pytest.mark.parametrize("text, match", [
+    (RUNNING + "count=" + "1" * 5000 + " avg=2003.25 std=1\n" + SUMMARY, "not a plausible count"),
+    (RUNNING + "count=²\n" + SUMMARY, "not a plausible count"),  # '²'.isdigit() but int('²') fails
+    (RUNNING + "count=٦٠ avg=2003.25 std=1\n" + SUMMARY, "not a plausible count"),
+    ("² nodes observed\n" + RUNNING + REAL_COUNT + "\n" + SUMMARY, None),
+    ("Number of nodes executed: " + "9" * 5000 + "\n" + SUMMARY, "not a plausible count"),
+    ("Replacing " + "9" * 5000 + " out of 2 node(s) with delegate (X) node, yielding 1 partitions\n" + SUMMARY,
+     "not a plausible count"),
+])
+def test_d5_huge_and_non_ascii_integers_raise_parse_errors(text, match):
+    """D5: a >4,300-digit integer or '²' escaped as a raw ValueError (exit 3 with a traceback hint)."""
+    if match is None:
+        assert parse_benchmark_output(text).inference.count == 60
+    else:
+        with pytest.raises(ProfileParseError, match=match) as ei:
+            parse_benchmark_output(text)
+        assert len(ei.value.message.splitlines()[0]) < 300
+
+
+def test_d5_num_threads_ignores_non_ascii_digits():
+    r = parse_benchmark_output("INFO: Num threads: [²]\n" + RUNNING + REAL_COUNT + "\n" + SUMMARY)
+    assert r.num_threads is None
+    r = parse_benchmark_output("INFO: Num threads: [" + "9" * 5000 + "]\n" + RUNNING + REAL_COUNT + "\n" + SUMMARY)
+    assert r.num_threads is None
+
+
+@pytest.mark.parametrize("count_line, match", [
+    ("count=60 avg=2003.25 std=12 median=1e999", "median=inf"),
+    ("count=0 avg=2003.25 std=12", r"count=0 \(no runs\)"),
+    ("count=60 avg=2003.25 std=-12", "std=-12"),
+    ("count=60 avg=2003.25 std=12 p5=3000 median=2000 p95=1000", "p5 3000 > median 2000"),
+    ("count=60 min=2200 max=1980 avg=2003.25 std=12", "min 2200 > max 1980"),
+    ("count=60 avg=2003.25 std=nan", None),  # not a number: the line is not a count line at all
+])
+def test_d6_impossible_statistics_are_refused(count_line, match):
+    """D6: to_latency_stats returned a median of inf, n=0, a negative std or p10 > p90."""
+    text = RUNNING + "INFO: " + count_line + "\n" + SUMMARY
+    if match is None:
+        with pytest.raises(ProfileParseError):
+            to_latency_stats(parse_benchmark_output(text))
+        return
+    r = parse_benchmark_output(text)
+    with pytest.raises(ProfileParseError, match=match):
+        to_latency_stats(r)
+
+
+def test_d6_heavy_tail_without_min_gives_positive_p10():
+    r = parse_benchmark_output(RUNNING + "INFO: count=60 avg=2003.25 std=3000\n" + SUMMARY)
+    s = to_latency_stats(r)
+    assert 0 < s.p10_ms <= s.median_ms <= s.p90_ms
+
+
+# ---- property tests (hypothesis; issue 13) ------------------------------------------------
+
+
+@given(benchmark_outputs())
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_parser_returns_statistics_a_table_accepts_or_a_parse_error(text):
+    check_benchmark(text)
+
+
+@pytest.mark.slow
+def test_parser_long_fuzz_run():
+    """NAGKIT_FUZZ_EXAMPLES inputs (default 2,000; benchmarks/fuzz/run_fuzz.py runs 100,000)."""
+    camp = run_campaign("benchmark_model", fuzz_examples(), seed=13, deadline_ms=1000)
+    assert camp.failure_count == 0, camp.failures[:5]
+    assert camp.inputs >= fuzz_examples() * 0.9

@@ -143,3 +143,51 @@ def test_cli_import_and_show(tmp_path, capsys, committed):
     s = json.loads(shown.out)
     assert s["missing_keys"] == 0 and s["latency_range_ms"] == pytest.approx([9.89, 92.40], abs=0.01)
     assert s["entries_by_kind"]["stem"] == 17
+
+
+# ---- hostile OFA tables (issue 13) --------------------------------------------------------
+
+STEM = "Conv-input:160x160x3-output:80x80x24"
+
+
+def _bomb_yaml(levels: int) -> str:
+    """A nested alias bomb as a stem entry's mean: ~400 bytes that expand to 9**(levels+1) values."""
+    defs = ["&a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    defs += [f"&a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, levels + 1)]
+    return f"{STEM}:\n  std: 0.1\n  count: 10\n  defs: [{', '.join(defs)}]\n  mean: *a{levels}\n"
+
+
+@pytest.mark.parametrize("levels", [5, 8])
+def test_d2_alias_bomb_is_refused_fast_in_one_line(tmp_path, capsys, levels):
+    """D2 (OFA part): `lut import-ofa` expanded a nested alias bomb (through repr(value) in the
+    entry check's message): a minute and 2.5 GB for a few hundred bytes."""
+    from tests.cli.helpers import run_cli_inproc
+    from tests.fuzzing import no_hang
+
+    d = tmp_path / "lut"
+    d.mkdir()
+    (d / "160_lookup_table.yaml").write_text(_bomb_yaml(levels))
+    with no_hang(30):
+        res = run_cli_inproc(["lut", "import-ofa", str(d), "--out", str(tmp_path / "t.json")], capsys)
+    assert res.code == 2 and res.err.startswith("error: ") and len(res.err) < 600
+    assert "160_lookup_table.yaml" in res.err.splitlines()[0]
+
+
+@pytest.mark.parametrize("text, match", [
+    ("a: [1,\n b: c\n", "is not valid YAML: .*\\(line 3, column 1\\)"),
+    (f"{STEM}: {{mean: 1, std: 0, count: {'9' * 5000}}}\n", "integer has more than 100 characters"),
+    (f"{STEM}: " + "[" * 10_000 + "\n", "nested more than"),
+    ("Conv-input:١٦٠x160x3-output:80x80x24: {mean: 1, std: 0, count: 10}\n", "unrecognised OFA latency key"),
+    ("? [1, 2]\n: {mean: 1, std: 0, count: 10}\n", "not valid YAML|not a string"),
+    ("1: {mean: 1, std: 0, count: 10}\n", "key 1 is not a string"),
+    (f"{STEM}: {{mean: '{'x' * 100_000}', std: 0, count: 10}}\n", "mean_ms='xxx"),
+])
+def test_hostile_ofa_yaml_gives_one_short_line(tmp_path, text, match):
+    from nagkit.errors import ArtifactError
+
+    d = tmp_path / "lut"
+    d.mkdir()
+    (d / "160_lookup_table.yaml").write_text(text)
+    with pytest.raises(ArtifactError, match=match) as ei:
+        import_ofa(d, get_space("ofa-mbv3-w1.2"), check_complete=False)
+    assert "\n" not in ei.value.message and len(ei.value.message) < 400

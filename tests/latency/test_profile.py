@@ -119,13 +119,17 @@ def test_profile_refuses_foreign_or_existing_journal(setup, tmp_path, cli_env):
     assert res.code == 2 and "--resume" in res.err and "Traceback" not in res.err
 
 
+GOOD_STATS = {"median_ms": 1.0, "mean_ms": 1.1, "std_ms": 0.1, "p10_ms": 0.9, "p90_ms": 1.2, "min_ms": 0.8, "n": 20,
+              "noisy": False}
+
+
 def test_corrupt_journal_line_is_refused(tmp_path, lat_space):
     from nagkit.errors import ArtifactError
     from nagkit.latency.profiler import Journal
 
     j = Journal.create(tmp_path / "j.jsonl", {"space": "x"})
-    j.append("a", {"median_ms": 1.0})
-    j.append("b", {"median_ms": 2.0})
+    j.append("a", GOOD_STATS)
+    j.append("b", GOOD_STATS)
     lines = j.path.read_text().splitlines()
     j.path.write_text(lines[0] + "\n" + lines[1][:10] + "\n" + lines[2] + "\n")
     with pytest.raises(ArtifactError, match="corrupt at line 2"):
@@ -134,7 +138,7 @@ def test_corrupt_journal_line_is_refused(tmp_path, lat_space):
     j.path.write_text(lines[0] + "\n" + lines[1] + "\n" + lines[2][:15])
     j2 = Journal.open(j.path)
     assert list(j2.blocks) == ["a"]
-    j2.append("b", {"median_ms": 2.5})
+    j2.append("b", {**GOOD_STATS, "median_ms": 2.5})
     assert list(Journal.open(j.path).blocks) == ["a", "b"]
 
 
@@ -149,3 +153,72 @@ def test_a_second_profile_of_the_same_output_is_refused(tmp_path):
                 pass
     with journal_lock(j):  # released again
         pass
+
+
+class _FakeDevice:
+    """A torch-format device that times nothing: it returns given statistics (no conversion)."""
+
+    spec, kind, model_format = "fake:1", "fake", "torch"
+
+    def __init__(self, stats=None):
+        self.calls = 0
+        self.stats = stats
+
+    def info(self):
+        return {"spec": self.spec}
+
+    def runtime_info(self):
+        return {"name": "fake", "threads": 1}
+
+    def measure(self, model, shape, cfg=None):
+        from nagkit.devices.base import LatencyStats
+
+        self.calls += 1
+        return self.stats or LatencyStats(1.0, 1.1, 0.1, 0.9, 1.2, 0.8, 20)
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("bad", [
+    {"median_ms": float("inf")},           # median=1e999 in a benchmark_model count line
+    {"n": 0},                              # count=0
+    {"std_ms": -0.5},
+    {"p10_ms": 2.0, "p90_ms": 1.0},
+    {"median_ms": "1.0"},
+])
+def test_d6_a_bad_journal_record_is_measured_again_on_resume(tmp_path, caplog, bad):
+    """D6: one impossible record in the journal failed the table build on every --resume."""
+    from nagkit.latency.profiler import journal_path, profile
+
+    space = make_tiny_space(resolutions=(32,))
+    out = tmp_path / "t.json"
+    dev = _FakeDevice()
+    first = profile(dev, space, [32], out, cache_dir=tmp_path / "cache", progress=False)
+    n = len(first.measured)
+    jp = journal_path(out)
+    lines = jp.read_text().splitlines()
+    rec = json.loads(lines[3])
+    rec["stats"].update(bad)
+    lines[3] = json.dumps(rec)  # json writes inf as Infinity, as the old journal did
+    jp.write_text("\n".join(lines) + "\n")
+    out.unlink()
+    with caplog.at_level("WARNING"):
+        again = profile(dev, space, [32], out, resume=True, cache_dir=tmp_path / "cache", progress=False)
+    assert again.measured == [rec["key"]] and len(again.resumed) == n - 1
+    assert dev.calls == n + 1
+    assert any("line 4" in m and "measured again" in m for m in caplog.messages)
+    assert LatencyTable.load(out).entries[rec["key"]]["median_ms"] == 1.0
+
+
+def test_d6_impossible_statistics_are_never_journalled(tmp_path):
+    from nagkit.devices.base import LatencyStats
+    from nagkit.errors import DeviceError
+    from nagkit.latency.profiler import journal_path, profile
+
+    space = make_tiny_space(resolutions=(32,))
+    dev = _FakeDevice(LatencyStats(float("inf"), 1.0, 0.1, 0.9, 1.2, 0.8, 20))
+    with pytest.raises(DeviceError, match="impossible statistics .* median_ms=inf") as ei:
+        profile(dev, space, [32], tmp_path / "t.json", cache_dir=tmp_path / "cache", progress=False)
+    assert "--resume" in ei.value.hint
+    assert len(journal_path(tmp_path / "t.json").read_text().splitlines()) == 1  # the header only

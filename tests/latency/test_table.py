@@ -8,12 +8,14 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from nagkit.errors import ArtifactError
 from nagkit.latency.keys import block_key, parse_key
 from nagkit.latency.table import Calibration, LatencyTable, MissingBlockError
 from nagkit.space import Arch, sample_many
 from tests.cli.helpers import run_cli
+from tests.fuzzing import check_table, fuzz_examples, no_hang, run_campaign, table_inputs
 
 
 def all_archs(space):
@@ -173,3 +175,176 @@ def test_tables_follow_the_predictor_protocols(lat_space, lat_table):
     assert isinstance(synthetic, LatencyPredictor)
     arch = lat_space.smallest()
     assert synthetic.predict(lat_space, arch, calibrated=False) == synthetic.predict(lat_space, arch)
+
+
+# ---- hostile tables (issue 13) -------------------------------------------------------------
+
+
+def _resealed(good: dict, **changes) -> dict:
+    """A table dict with ``changes`` applied and entries_sha256 recomputed (as an attacker or a
+    careless hand edit would), and no space_sha256 (as in tables written before it existed)."""
+    from nagkit.latency.table import entries_digest
+
+    bad = json.loads(json.dumps(good))
+    bad.pop("space_sha256", None)
+    for k, v in changes.items():
+        bad[k] = v
+    bad["entries_sha256"] = entries_digest(bad["entries"])
+    return bad
+
+
+def test_d4_huge_json_integers_are_artifact_errors(lat_table, tmp_path):
+    """D4: very large JSON integers raised OverflowError (or ValueError past 4,300 digits)."""
+    good = lat_table.to_dict()
+    key = next(iter(good["entries"]))
+    for field in ("median_ms", "p90_ms", "std_ms"):
+        bad = json.loads(json.dumps(good))
+        bad["entries"][key][field] = 10**400
+        bad = _resealed(bad)
+        with pytest.raises(ArtifactError, match=f"{field}=<int of about 401 digits>"):
+            LatencyTable.from_dict(bad)
+    text = json.dumps(good).replace('"n": 20', '"n": ' + "9" * 5000, 1)
+    with pytest.raises(ArtifactError, match="holds an unreadable value"):
+        LatencyTable.load(_write(tmp_path, text))
+    cal = dict(Calibration(1.5, 0.25, 0.0, 3).to_dict(), scale=10**400)
+    with pytest.raises(ArtifactError, match="calibration has invalid values .scale=<int of about 401"):
+        LatencyTable.from_dict(_resealed(good, calibration=cal))
+
+
+def test_d4_deeply_nested_table_json_is_an_artifact_error(lat_table, tmp_path):
+    text = json.dumps(lat_table.to_dict())[:-1] + ', "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    with pytest.raises(ArtifactError, match="nested too deeply"):
+        LatencyTable.load(_write(tmp_path, text))
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("stage_strides", [0, 2], "'stage_strides' is \\[0, 2\\]; it must be a list of integers in 1..64"),
+    ("stem_stride", 0, "'stem_stride' is 0"),
+    ("width_mult", "1.0", "'width_mult' is '1.0'; it must be a number"),
+    ("base_stage_width", ["8", 8, 16, 24, 32, 64], "'base_stage_width'"),
+    ("resolutions", [[32, 40]], "'resolutions' is \\[\\[32, 40\\]\\]"),
+    ("stage_acts", [1, "relu"], "'stage_acts' is \\[1, 'relu'\\]; it must be a list of activation names"),
+    ("stem_act", 7, "'stem_act' is 7"),
+    ("stage_se", [0, 1], "'stage_se'"),
+    ("ks_list", [3, 4], "odd integers"),
+    pytest.param("n_classes", 10**5000, "'n_classes' is <int of about 5001 digits>", id="n_classes-huge"),
+    ("bogus", 1, "unknown field"),
+    ("stage_acts", ["relu"], "is inconsistent: .*stage_acts needs 2 entries"),
+])
+def test_d4_space_spec_is_validated_on_load(lat_table, lat_space, tmp_path, capsys, field, value, match):
+    """D4: a table's space.spec was never checked: stride 0 gave ZeroDivisionError in
+    `lut predict`, a width as a string or an activation as an int TypeError/AttributeError."""
+    good = lat_table.to_dict()
+    space = {"name": good["space"]["name"], "spec": {**good["space"]["spec"], field: value}}
+    bad = _resealed(good, space=space)
+    with pytest.raises(ArtifactError, match=match) as ei:
+        LatencyTable.from_dict(bad)
+    assert len(ei.value.message) < 500 and ei.value.hint
+    if field == "stage_strides":  # end to end: exit 2 with one line, not a ZeroDivisionError
+        from tests.cli.helpers import run_cli_inproc
+
+        p = tmp_path / "t.json"
+        p.write_text(json.dumps(bad))
+        res = run_cli_inproc(["lut", "predict", "--lut", str(p), "--arch", str(lat_space.smallest())], capsys)
+        assert res.code == 2 and res.err.startswith("error: ") and "space spec field 'stage_strides'" in res.err
+
+
+def test_d4_space_spec_without_a_name_is_refused(lat_table):
+    """Found by the fuzzer: a spec without 'name' raised TypeError from SearchSpace()."""
+    good = lat_table.to_dict()
+    spec = {k: v for k, v in good["space"]["spec"].items() if k != "name"}
+    with pytest.raises(ArtifactError, match="space spec has no 'name'"):
+        LatencyTable.from_dict(_resealed(good, space={"name": "tiny-test", "spec": spec}))
+
+
+def test_d4_space_is_covered_by_space_sha256_and_old_tables_still_load(lat_table, tmp_path):
+    good = lat_table.to_dict()
+    assert "space_sha256" in good and LatencyTable.from_dict(good).space_spec == good["space"]["spec"]
+    edited = json.loads(json.dumps(good))
+    edited["space"]["spec"]["n_classes"] = 11  # a valid value, but not the one measured
+    with pytest.raises(ArtifactError, match="integrity check: the space's sha256"):
+        LatencyTable.from_dict(edited)
+    old = {k: v for k, v in good.items() if k != "space_sha256"}  # tables written before it
+    assert LatencyTable.from_dict(old).entries == lat_table.entries
+
+
+def test_d4_shipped_tables_still_load():
+    from pathlib import Path
+
+    tables = sorted((Path(__file__).resolve().parents[2] / "latency_tables").glob("*.json"))
+    assert len(tables) >= 5
+    for p in tables:
+        t = LatencyTable.load(p)
+        assert t.space().name == t.space_name
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("raw_mape", "abc", "'raw_mape' is 'abc'; it must be a finite number >= 0"),
+    ("loo_mape", None, "'loo_mape' is None"),
+    ("raw_mape", -1.0, "'raw_mape' is -1.0"),
+    ("fit_error_unit", 5, "'fit_error_unit' is 5"),
+])
+def test_d4_calibration_fields_are_type_checked(lat_table, field, value, match):
+    """D4: a string raw_mape loaded, then crashed describe_calibration (`lut show`)."""
+    good = lat_table.with_calibration(Calibration.fit([1.0, 2.0, 3.0], [1.2, 2.3, 3.4])).to_dict()
+    extra = {"loo_within_5pct": 0.5} if field == "loo_mape" else {}
+    bad = {**good, "calibration": {**good["calibration"], field: value, **extra}}
+    with pytest.raises(ArtifactError, match=match):
+        LatencyTable.from_dict(bad)
+    from nagkit.cli.latency import describe_calibration
+
+    assert "raw MAPE" in describe_calibration(LatencyTable.from_dict(good).calibration.to_dict())
+
+
+def _alias_bomb(levels: int, width: int = 9):
+    """What yaml.safe_load makes of a nested alias bomb: one list shared width**levels times."""
+    node = ["lol"] * width
+    for _ in range(levels):
+        node = [node] * width
+    return node
+
+
+@pytest.mark.parametrize("levels", [6, 9])
+def test_d2_entry_errors_never_format_unbounded_values(lat_table, levels):
+    """D2 (table part): `_check_entry` put repr(value) in its message; for an alias bomb that is
+    gigabytes (9 levels: 3.9e9 leaves)."""
+    good = lat_table.to_dict()
+    key = next(iter(good["entries"]))
+    bad = json.loads(json.dumps(good))
+    bad["entries"][key]["mean_ms"] = _alias_bomb(levels)  # the dict form: never serialised
+    with no_hang(30), pytest.raises(ArtifactError) as ei:
+        LatencyTable.from_dict(bad)
+    assert "mean_ms=[[[" in ei.value.message and len(ei.value.message) < 400
+    huge_key = "mbconv-" + "x" * 1_000_000
+    entries = {huge_key: good["entries"][key]}
+    with pytest.raises(ArtifactError) as ei:
+        LatencyTable.from_dict(_resealed(good, entries=entries, space={"name": "tiny-test", "spec": {"bogus": 1}}))
+    assert len(ei.value.message) < 600
+    with pytest.raises(ArtifactError) as ei:
+        LatencyTable.from_dict(_resealed(good, entries={huge_key: {"median_ms": -1}}))
+    assert len(ei.value.message) < 400
+
+
+def test_table_messages_and_hints_stay_short(lat_table):
+    good = lat_table.to_dict()
+    bad = _resealed(good, schema="9" * 1_000_000, device={"spec": "d" * 1_000_000})
+    with pytest.raises(ArtifactError) as ei:
+        LatencyTable.from_dict(bad)
+    assert len(ei.value.message) < 300 and len(ei.value.hint) < 300
+
+
+# ---- property tests (hypothesis; issue 13) ------------------------------------------------
+
+
+@given(table_inputs())
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_table_loader_returns_a_working_table_or_an_artifact_error(raw):
+    check_table(raw)
+
+
+@pytest.mark.slow
+def test_table_loader_long_fuzz_run():
+    """NAGKIT_FUZZ_EXAMPLES inputs (default 2,000; benchmarks/fuzz/run_fuzz.py runs 100,000)."""
+    camp = run_campaign("latency_table", fuzz_examples(), seed=12, deadline_ms=1000)
+    assert camp.failure_count == 0, camp.failures[:5]
+    assert camp.inputs >= fuzz_examples() * 0.9

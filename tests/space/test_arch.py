@@ -2,10 +2,12 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
 
 from nagkit.errors import ArchError, UnknownNameError
 from nagkit.space import Arch, get_space, list_spaces
 from nagkit.space.sampling import crossover_arch as crossover, mutate_arch as mutate, sample, sample_many
+from tests.fuzzing import arch_inputs, check_arch, fuzz_examples, run_campaign
 
 W10 = get_space("ofa-mbv3-w1.0")
 W12 = get_space("ofa-mbv3-w1.2")
@@ -112,3 +114,102 @@ def test_space_size_and_custom_space():
     a = small.smallest()
     assert small.layers(a)[0].out_hw == 28  # stem stride 1
     assert W10.size > 10**19
+
+
+# ---- hostile input (issue 13) --------------------------------------------------------------
+
+SMALL = str(W10.smallest())  # r128-k3e3.k3e3-k3e3.k3e3-...
+
+
+@pytest.mark.parametrize("value, match", [
+    ("r" + "9" * 5000 + "-k3e4", "the resolution has 5,000 digits"),
+    ("r224-k" + "7" * 5000 + "e4", "kernel of stage 0 block 0 has 5,000 digits"),
+    ("r224-k3e" + "4" * 5000, "expand ratio of stage 0 block 0 has 5,000 digits"),
+    ('{"ks": [' + "3" * 5000 + '], "e": [3], "d": [1], "r": 224}', "unreadable value"),
+    ({"ks": [10**5000] * 20, "e": [3] * 20, "d": [2] * 5, "r": 224}, "'ks' must be a list of integers"),
+    ({"ks": [3] * 20, "e": [3] * 20, "d": [2] * 5, "r": 10**5000}, "positive integer resolution below"),
+])
+def test_d5_huge_integers_are_arch_errors(value, match):
+    """D5: an integer of over 4,300 digits raised a raw ValueError (exit 3)."""
+    with pytest.raises(ArchError, match=match) as ei:
+        W10.parse_arch(value)
+    assert len(ei.value.message) < 300
+
+
+@pytest.mark.parametrize("depth", [100_000, 3_000])
+def test_d5_deeply_nested_json_is_an_arch_error(depth):
+    """D5: a 100,000-deep JSON arch (e.g. in an @FILE) raised RecursionError."""
+    with pytest.raises(ArchError, match="nested too deeply|does not parse"):
+        W10.parse_arch('{"ks": ' + "[" * depth + "]" * depth + "}")
+
+
+def test_d5_arch_files_non_utf8_deep_or_huge(tmp_path):
+    """D5: a non-UTF-8 @FILE raised UnicodeDecodeError; a deep one RecursionError."""
+    from nagkit.space.arch import MAX_ARCH_FILE_BYTES, read_arch_arg
+
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes(b"r224-k3e4\xe9")
+    with pytest.raises(ArchError, match="not UTF-8 text .byte 0xe9 at position 9"):
+        read_arch_arg(f"@{bad}")
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"ks": ' + "[" * 100_000)
+    with pytest.raises(ArchError, match="nested too deeply|does not parse"):
+        W10.parse_arch(read_arch_arg(f"@{deep}"))
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"r" * (MAX_ARCH_FILE_BYTES + 1))
+    with pytest.raises(ArchError, match="is over 1,048,576 bytes"):
+        read_arch_arg(f"@{big}")
+    ok = tmp_path / "ok.txt"
+    ok.write_text(SMALL + "\n")
+    assert read_arch_arg(f"@{ok}") == SMALL and read_arch_arg(SMALL) == SMALL
+
+
+def test_d5_cli_non_utf8_arch_file_exits_2_with_one_line(tmp_path, capsys):
+    from tests.cli.helpers import run_cli_inproc
+
+    bad = tmp_path / "a.txt"
+    bad.write_bytes(b"\xff\xfe" + b"r224" * 10)
+    res = run_cli_inproc(["arch", "info", f"@{bad}", "--space", "ofa-mbv3-w1.0"], capsys)
+    assert res.code == 2 and res.err.startswith("error: ") and res.err.count("\n") == 1
+    assert "not UTF-8" in res.err
+
+
+@pytest.mark.parametrize("value", [
+    "r٢٢٤" + SMALL[4:],                      # Arabic-Indic digits pass \d but are not nagkit's
+    SMALL.replace("k3e3", "k٣e3", 1),
+    SMALL.replace("k3e3", "k3e３", 1),        # full-width digit
+    SMALL.replace("k3e3.", "k3e3\n.", 1),   # a newline inside a block
+    SMALL.replace("k3e3.", "k3e3 .", 1),
+    SMALL.replace("-", "\n-", 1),
+])
+def test_d13_non_ascii_digits_and_whitespace_inside_are_refused(value):
+    """D13: `\\d` and `$` let 'r٢٢٤' and 'k3e4\\n' through."""
+    with pytest.raises(ArchError, match="malformed arch string"):
+        W10.parse_arch(value)
+
+
+def test_d13_messages_quote_at_most_80_characters_of_the_input():
+    """D13: a 1 MB arch gave 1 MB on stderr."""
+    for value in ("r224-" + "k3e4." * 200_000 + "x", "x" * 1_000_000, SMALL + "-" + "k3e9." * 200_000 + "k3e9",
+                  {"ks": [3] * 1_000_000, "e": [3], "d": [1], "r": 224}, {"ks": "k" * 1_000_000, "e": [], "d": []}):
+        with pytest.raises(ArchError) as ei:
+            W10.parse_arch(value)
+        assert len(ei.value.message) < 300, ei.value.message[:300]
+
+
+# ---- property tests (hypothesis; issue 13) ------------------------------------------------
+
+
+@given(arch_inputs())
+@settings(max_examples=300, deadline=None)
+def test_arch_parser_returns_a_round_tripping_arch_or_an_arch_error(value):
+    check_arch(value)
+
+
+@pytest.mark.slow
+def test_arch_parser_long_fuzz_run():
+    """NAGKIT_FUZZ_EXAMPLES inputs (default 2,000; benchmarks/fuzz/run_fuzz.py runs 100,000),
+    none over 1 s (hypothesis re-runs a slow one before failing)."""
+    camp = run_campaign("arch", fuzz_examples(), seed=11, deadline_ms=1000)
+    assert camp.failure_count == 0, camp.failures[:5]
+    assert camp.inputs >= fuzz_examples() * 0.9

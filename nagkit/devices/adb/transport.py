@@ -1,7 +1,8 @@
 """ADB transport over the ``adb-shell`` package: TCP (``HOST:PORT``) or USB (a serial).
 
 * RSA key: ``~/.android/adbkey`` (+ ``.pub``), or ``$ANDROID_USER_HOME/adbkey``; created
-  with mode 0600 (``adb_shell.auth.keygen``) when missing.
+  when missing, written atomically with mode 0600 (a kill mid-creation leaves no key or a whole
+  one, never an empty file). An empty or corrupt key is refused with a message naming the file.
 * Commands are argument lists; every argument is quoted with :func:`shlex.quote`. A shell
   on a device returns no exit code over the legacy protocol, so ``; echo __NAGKIT_RC=$?`` is
   appended and read back.
@@ -23,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from nagkit.errors import BadInputError, DeviceError
+from nagkit.errors import ArtifactError, BadInputError, DeviceError
+from nagkit.io import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -79,31 +81,67 @@ def default_key_path() -> Path:
 
 
 def load_or_create_key(path: str | os.PathLike | None = None):
-    """An adb-shell signer for the ADB RSA key at ``path`` (default ``~/.android/adbkey``);
-    creates the key pair (private part mode 0600) when it does not exist."""
-    from adb_shell.auth.keygen import keygen, write_public_keyfile
+    """An adb-shell signer for the ADB RSA key at ``path`` (default ``~/.android/adbkey``).
+
+    A missing key pair is created; the private key is written atomically with mode 0600, so a
+    kill during creation leaves no key (the next run creates one) rather than an empty file. A
+    missing, empty or stale ``.pub`` is rewritten from the private key. An empty or corrupt
+    private key raises :class:`~nagkit.errors.ArtifactError` naming the file: deleting it makes
+    nagkit create a new key (which the device must then accept again)."""
     from adb_shell.auth.sign_pythonrsa import PythonRSASigner
 
     path = Path(path) if path else default_key_path()
     pub = Path(str(path) + ".pub")
     try:
         if not path.exists():
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # 0600 before any key byte
-            os.close(fd)
-            try:
-                keygen(str(path))
-            except BaseException:
-                path.unlink(missing_ok=True)
-                raise
-            os.chmod(path, 0o600)
+            _create_key(path)
             log.info("created ADB key %s", path)
-        elif not pub.exists():
-            write_public_keyfile(str(path), str(pub))
-        return PythonRSASigner(pub.read_text(), path.read_text())
-    except (OSError, ValueError) as e:
+        pem = path.read_bytes()
+        try:  # the third-party parsers raise ValueError, IndexError or pyasn1 errors on bad input
+            signer = PythonRSASigner(None, pem.decode("ascii"))
+            pub_line = _public_key_line(path)
+        except Exception as e:  # noqa: BLE001 - any parse failure means a corrupt key file
+            why = "it is empty" if not pem.strip() else f"it is not an RSA private key in PEM form ({_first_line(e)})"
+            raise ArtifactError(
+                f"the ADB key {str(path)!r} cannot be used: {why}",
+                hint=f"delete it (and {pub.name}) to have nagkit create a new key on the next run, then "
+                     "accept the new key on the device; or point `adb_key:` in the device profile at a good key",
+            ) from None
+        if not pub.exists() or pub.read_bytes().split(b" ")[0].strip() != pub_line.split(b" ")[0]:
+            atomic_write_bytes(pub, pub_line)
+        signer.pub_key = pub.read_text()
+        return signer
+    except OSError as e:
         raise DeviceError(f"cannot read or create the ADB key {path}: {e}",
                           hint="check the folder's permissions, or set ANDROID_USER_HOME to a writable folder") from e
+
+
+def _create_key(path: Path) -> None:
+    """A new 2048-bit RSA key, PKCS#8 PEM (what adb and ``adb_shell.auth.keygen`` write),
+    written atomically with mode 0600 from the first byte."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(encoding=serialization.Encoding.PEM, format=serialization.PrivateFormat.PKCS8,
+                            encryption_algorithm=serialization.NoEncryption())
+    atomic_write_bytes(path, pem, mode=0o600)
+
+
+def _public_key_line(path: Path) -> bytes:
+    """The ``.pub`` content for the private key at ``path``: Android's base64 public key plus
+    `` user@host`` (what ``adb_shell.auth.keygen.write_public_keyfile`` writes)."""
+    import base64
+
+    from adb_shell.auth.keygen import encode_pubkey, get_user_info
+
+    return base64.b64encode(encode_pubkey(str(path))) + get_user_info().encode()
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return (text[0][:120] if text else type(e).__name__) or type(e).__name__
 
 
 def _transient_errors() -> tuple[type[BaseException], ...]:

@@ -1,0 +1,127 @@
+"""nagkit.io: atomic writes (modes, no leftovers) and the capped safe-YAML loader."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from nagkit.errors import ArtifactError, short_repr
+from nagkit.io import atomic_write_bytes, atomic_write_json, load_yaml_bytes, load_yaml_file
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for one test (restored after)."""
+    old = os.umask(0o022)
+    os.umask(old)
+
+    def set_(mask: int) -> None:
+        os.umask(mask)
+
+    yield set_
+    os.umask(old)
+
+
+def _mode(p) -> int:
+    return stat.S_IMODE(os.stat(p).st_mode)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027, 0o077, 0o002])
+def test_atomic_write_honours_the_umask_like_open(tmp_path, umask, mask):
+    """D13: atomically written files were always 0600 whatever the umask."""
+    umask(mask)
+    p = atomic_write_json(tmp_path / "a.json", {"x": 1})
+    with open(tmp_path / "plain.json", "w") as f:
+        f.write("{}")
+    assert _mode(p) == _mode(tmp_path / "plain.json") == 0o666 & ~mask
+
+
+def test_atomic_write_explicit_mode_is_exact(tmp_path, umask):
+    umask(0)
+    p = atomic_write_bytes(tmp_path / "key", b"secret", mode=0o600)
+    assert _mode(p) == 0o600 and p.read_bytes() == b"secret"
+    umask(0o077)
+    q = atomic_write_bytes(tmp_path / "script", b"#!/bin/sh\n", mode=0o755)
+    assert _mode(q) == 0o755
+
+
+def test_atomic_write_replaces_and_leaves_no_temp_file(tmp_path):
+    p = tmp_path / "sub" / "f.bin"
+    atomic_write_bytes(p, b"one")
+    atomic_write_bytes(p, b"two")
+    assert p.read_bytes() == b"two"
+    assert sorted(x.name for x in p.parent.iterdir()) == ["f.bin"]
+
+    with pytest.raises(TypeError):
+        atomic_write_bytes(p, "not bytes")  # type: ignore[arg-type]
+    assert p.read_bytes() == b"two" and sorted(x.name for x in p.parent.iterdir()) == ["f.bin"]
+
+
+# --------------------------------------------------------------------------- safe YAML
+
+BOMB = ("a: &a [lol,lol,lol,lol,lol,lol,lol,lol,lol]\n"
+        + "".join(f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join([f"*{chr(97 + i)}"] * 9) + "]\n" for i in range(8))
+        + "description: *i\n")
+
+
+def test_yaml_reads_plain_documents_and_legit_aliases(tmp_path):
+    p = tmp_path / "ok.yaml"
+    p.write_text("base: &m {warmup_runs: 3}\ndevice: cpu\nmeasure: *m\nlist: [1, 2.5, x]\n")
+    assert load_yaml_file(p) == {"base": {"warmup_runs": 3}, "device": "cpu", "measure": {"warmup_runs": 3},
+                                 "list": [1, 2.5, "x"]}
+
+
+@pytest.mark.parametrize("doc, match", [
+    (BOMB, "expands to more than"),                       # billion laughs, 340 bytes
+    ("a: &a [*a]\n", "refers to a value that contains it"),
+    ("x: " + "[" * 500 + "]" * 500, "nested more than 64 levels"),
+    ("x: " + "[" * 100_000, "nested more than 64 levels"),
+    ("x: " + "9" * 5000, "integer has more than 100 characters"),
+    ("x: " + "1:" * 5000 + "1", "integer has more than 100 characters"),  # YAML 1.1 base 60
+    ("- !!python/object/apply:os.system [echo hi]\n", "not valid YAML: could not determine a constructor"),
+    (b"name: caf\xe9\n", "byte 0xe9 at position 9 is not valid utf-8"),
+    ("a: [1,\n b: c\n" + "x" * 10_000, "not valid YAML"),
+    ("a: 1\n---\nb: 2\n", "expected a single document"),
+])
+def test_yaml_hostile_documents_give_one_line_errors(doc, match):
+    """D2 (loader part) / D13: alias bombs, deep nesting and YAML errors become one short line."""
+    with pytest.raises(ArtifactError, match=match) as ei:
+        load_yaml_bytes(doc, what="profile 'x.yaml'")
+    msg = ei.value.message
+    assert msg.startswith("profile 'x.yaml' ") and "\n" not in msg and len(msg) < 400
+
+
+def test_yaml_alias_cap(tmp_path):
+    doc = "a: &a 1\nb: [" + ", ".join(["*a"] * 50) + "]\n"
+    assert len(load_yaml_bytes(doc, what="f")["b"]) == 50
+    with pytest.raises(ArtifactError, match="more than 10 aliases"):
+        load_yaml_bytes(doc, what="f", max_aliases=10)
+
+
+def test_yaml_file_size_is_capped_before_parsing(tmp_path):
+    p = tmp_path / "big.yaml"
+    p.write_bytes(b"x: " + b"a" * 5000 + b"\n")
+    assert load_yaml_file(p, max_bytes=6000)["x"] == "a" * 5000
+    with pytest.raises(ArtifactError, match="5,004 bytes; nagkit reads YAML files of at most 1,000 bytes"):
+        load_yaml_file(p, max_bytes=1000)
+    with pytest.raises(ArtifactError, match="is a folder"):
+        load_yaml_file(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        load_yaml_file(tmp_path / "missing.yaml")
+
+
+# --------------------------------------------------------------------------- short_repr (errors.py)
+
+
+def test_short_repr_is_bounded_for_any_value():
+    bomb = ["lol"]
+    for _ in range(30):  # 10**30 leaves if expanded
+        bomb = [bomb] * 10
+    assert len(short_repr(bomb)) <= 80
+    assert short_repr(10**5000) == "<int of about 5001 digits>"
+    assert short_repr(-(10**100)) == "<negative int of about 101 digits>"
+    s = short_repr("r224-" + "k3e4." * 200_000)
+    assert len(s) <= 80 and s.startswith("'r224-k3e4.") and "[...]" in s
+    assert short_repr("r224-k3e4") == "'r224-k3e4'" and short_repr({"a": [1, 2]}) == "{'a': [1, 2]}"
