@@ -62,20 +62,69 @@ def rl_generator(ws, grid, ev, latency, reward: str, seed: int, steps: int, budg
     return gen
 
 
+_SHARED: dict = {}
+
+
+def _evaluator(k: int, accuracy_term: bool = True):
+    from nagkit.nag.evaluator import train_evaluator
+    from nagkit.nag.train import make_grid
+
+    ws, known, latency, seed = (_SHARED[x] for x in ("ws", "known", "latency", "seed"))
+    grid = make_grid(dataclasses.replace(ws.budgets, k=k), latency)
+    ev, _ = train_evaluator(ws.space, known.dec, known.latency, known.accuracy, grid,
+                            dataclasses.replace(ws.evaluator_config, seed=seed, accuracy_term=accuracy_term),
+                            embed_dim=ws.budgets.embed_dim)
+    return grid, ev
+
+
+def _job(job: tuple) -> tuple:
+    """One ablation row (or one budget of ``rl-independent``), from the shared data."""
+    from nagkit.nag.archive import Archive
+    from nagkit.nag.train import refine, train_generator
+
+    ws, known, latency, seed, budgets = (_SHARED[x] for x in ("ws", "known", "latency", "seed", "budgets"))
+    t0 = time.perf_counter()
+    kind = job[0]
+    extra: dict = {}
+    if kind == "v2":  # the shipped method with K grid budgets
+        grid, ev = _evaluator(job[1])
+        gc = dataclasses.replace(ws.generator_config, seed=seed)
+        archive = Archive.from_decisions(known.dec, known.latency, known.accuracy, gc.imitation_top)
+        gen = train_generator(ws.space, grid, gc, ev, latency, archive, ws.budgets.embed_dim)
+        rs = ws.open_accuracy_source()
+        _, ev2, archive2, ref = refine(ws.space, latency, known, ev, gen, ws.frontier_config, ws.evaluator_config,
+                                       rs, seed)
+        accs = score(ws, ev2, gen, archive2, budgets)
+        extra = {"k": job[1], "refinement_queries": ref["queries"]}
+    elif kind == "rl":
+        grid, ev = _evaluator(ws.budgets.k)
+        gen = rl_generator(ws, grid, ev, latency, job[1], seed, RL_STEPS)
+        accs, extra = score(ws, ev, gen, None, budgets), {"reward": job[1]}
+    elif kind == "rl-no-accuracy":  # ranked by the same latency-only evaluator
+        grid, ev = _evaluator(ws.budgets.k, accuracy_term=False)
+        gen = rl_generator(ws, grid, ev, latency, "dominance", seed, RL_STEPS)
+        accs = score(ws, ev, gen, None, budgets)
+    else:  # one generator per budget, REINFORCE at that budget only, 1/K of the steps
+        b = job[1]
+        grid, ev = _evaluator(ws.budgets.k)
+        gen = rl_generator(ws, grid, ev, latency, "dominance", seed, RL_STEPS // len(budgets), (b, b))
+        accs = score(ws, ev, gen, None, [b])
+    return job, {"accuracy_pct": accs, "seconds": time.perf_counter() - t0, **extra}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workspace", default="ofa-note10")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--evolution", default=None, help="bench_nag.py JSON whose evolution means to compare with")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "nag" / "ablations.json"))
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes (set OMP_NUM_THREADS=1)")
     args = ap.parse_args()
 
     from nagkit.app.workspace import load_workspace
     from nagkit.data.dataset import collect
     from nagkit.latency.slots import SlotLatency
-    from nagkit.nag.archive import Archive
-    from nagkit.nag.evaluator import train_evaluator
-    from nagkit.nag.train import frontier_search, make_grid, refine, train_generator
+    from nagkit.nag.train import frontier_search
     from nagkit.space.decisions import Pool, dedupe, from_archs
 
     ws = load_workspace(args.workspace)
@@ -97,47 +146,40 @@ def main() -> int:
     known = known.select(dedupe(ws.space, known.dec))
     out["frontier_queries"] = front["queries"]
 
-    def row(name, accs, t0, **extra):
-        r = {"accuracy_pct": accs, "seconds": time.perf_counter() - t0, **extra}
+    jobs = [("v2", k) for k in (2, 5, 10, 30)] + [("rl", r) for r in ("dominance", "mnasnet", "tunas")]
+    jobs += [("rl-no-accuracy",)] + [("rl-independent", b) for b in budgets]
+    _SHARED.update(ws=ws, known=known, latency=latency, seed=args.seed, budgets=budgets)
+    results = {}
+    if args.jobs > 1:
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(args.jobs) as pool:
+            for job, res in pool.imap_unordered(_job, jobs):
+                results[job] = res
+                print(job, np.round(res["accuracy_pct"], 2).tolist(), file=sys.stderr)
+    else:
+        for job in jobs:
+            results[job] = _job(job)[1]
+    out["jobs"] = args.jobs
+
+    def row(name, r):
         if evo:
-            r["minus_evolution"] = [a - e for a, e in zip(accs, evo)]
+            r["minus_evolution"] = [a - e for a, e in zip(r["accuracy_pct"], evo)]
             r["mean_minus_evolution"] = float(np.mean(r["minus_evolution"]))
         out["rows"][name] = r
-        print(name, np.round(accs, 2).tolist(), file=sys.stderr)
-        atomic_write_json(args.out, out)
 
-    evs = {}
-    for k in (2, 5, 10, 30):  # the shipped method with K grid budgets
-        t0 = time.perf_counter()
-        grid = make_grid(dataclasses.replace(ws.budgets, k=k), latency)
-        ev, _ = train_evaluator(ws.space, known.dec, known.latency, known.accuracy, grid,
-                                dataclasses.replace(ws.evaluator_config, seed=args.seed), embed_dim=ws.budgets.embed_dim)
-        evs[k] = (grid, ev)
-        gc = dataclasses.replace(ws.generator_config, seed=args.seed)
-        archive = Archive.from_decisions(known.dec, known.latency, known.accuracy, gc.imitation_top)
-        gen = train_generator(ws.space, grid, gc, ev, latency, archive, ws.budgets.embed_dim)
-        rs = ws.open_accuracy_source()
-        _, ev2, archive2, ref = refine(ws.space, latency, known, ev, gen, ws.frontier_config, ws.evaluator_config,
-                                       rs, args.seed)
-        row("v2" if k == ws.budgets.k else f"v2-k{k}", score(ws, ev2, gen, archive2, budgets), t0, k=k,
-            refinement_queries=ref["queries"])
-    grid, ev = evs[ws.budgets.k]
+    for k in (2, 5, 10, 30):
+        row("v2" if k == ws.budgets.k else f"v2-k{k}", results[("v2", k)])
     for reward in ("dominance", "mnasnet", "tunas"):
-        t0 = time.perf_counter()
-        gen = rl_generator(ws, grid, ev, latency, reward, args.seed, RL_STEPS)
-        row(f"rl-{reward}", score(ws, ev, gen, None, budgets), t0, reward=reward)
-    t0 = time.perf_counter()
-    ev_lat, _ = train_evaluator(ws.space, known.dec, known.latency, known.accuracy, grid,
-                                dataclasses.replace(ws.evaluator_config, seed=args.seed, accuracy_term=False),
-                                embed_dim=ws.budgets.embed_dim)
-    gen = rl_generator(ws, grid, ev_lat, latency, "dominance", args.seed, RL_STEPS)
-    row("rl-no-accuracy", score(ws, ev_lat, gen, None, budgets), t0)  # ranked by the same latency-only R
-    t0 = time.perf_counter()
-    accs = []
-    for b in budgets:  # one generator per budget, REINFORCE at that budget only, 1/K of the steps
-        gen = rl_generator(ws, grid, ev, latency, "dominance", args.seed, RL_STEPS // len(budgets), (b, b))
-        accs.append(score(ws, ev, gen, None, [b])[0])
-    row("rl-independent", accs, t0, steps_each=RL_STEPS // len(budgets))
+        row(f"rl-{reward}", results[("rl", reward)])
+    row("rl-no-accuracy", results[("rl-no-accuracy",)])
+    ind = [results[("rl-independent", b)] for b in budgets]
+    row("rl-independent", {"accuracy_pct": [r["accuracy_pct"][0] for r in ind],
+                           "seconds": float(sum(r["seconds"] for r in ind)),
+                           "steps_each": RL_STEPS // len(budgets)})
+    out["machine"]["load_avg_end"] = __import__("os").getloadavg()
+    atomic_write_json(args.out, out)
+    print(json.dumps({n: round(r.get("mean_minus_evolution", float("nan")), 3) for n, r in out["rows"].items()}))
     return 0
 
 

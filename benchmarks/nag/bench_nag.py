@@ -11,6 +11,10 @@ the share of 1,000 raw generator samples within the budget, and the time per bud
 5 calls). Then OFA's EvolutionFinder exactly (nagkit.search.methods.Evolution: population 100,
 500 generations, 50 mutations + 50 crossovers, 50,100 queries) at every budget, several seeds,
 timed in the same run. The JSON records the CPU, its load before and after, and every figure.
+
+``--jobs N`` runs the trainings and evolution runs in N worker processes of one thread each (on a
+machine with at least N idle cores); the JSON records it. Timings for the acceptance come from a
+run with ``--jobs 1`` on a quiet machine.
 """
 
 from __future__ import annotations
@@ -97,26 +101,71 @@ def generation_rows(ws, tr, budgets: list[float]) -> list[dict]:
     return rows
 
 
-def evolution_rows(ws, budgets: list[float], seeds: int) -> list[dict]:
+def evolution_run(ws, b: float, s: int) -> dict:
     from nagkit.search.base import SearchProblem, run_search
     from nagkit.search.factory import make_method
     from nagkit.search.methods import default_stop
 
+    src = ws.open_accuracy_source()
+    res = run_search(make_method("evolution", SearchProblem(ws.space, ws.latency_table, src, b), seed=s),
+                     default_stop("evolution"))
+    print(f"evolution {b:g} ms seed {s}: {100 * res.accuracy:.2f}% ({res.seconds:.1f} s)", file=sys.stderr)
+    return {"seed": s, "accuracy_pct": 100 * res.accuracy, "latency_ms": res.latency_ms,
+            "arch": str(res.arch), "queries": res.queries, "seconds": res.seconds}
+
+
+def evolution_rows(ws, budgets: list[float], seeds: int, runs_by_key: dict | None = None) -> list[dict]:
+    from nagkit.search.base import SearchProblem
+    from nagkit.search.factory import make_method
+
     rows = []
     for b in budgets:
-        runs = []
-        for s in range(seeds):
-            src = ws.open_accuracy_source()
-            res = run_search(make_method("evolution", SearchProblem(ws.space, ws.latency_table, src, b), seed=s),
-                             default_stop("evolution"))
-            runs.append({"seed": s, "accuracy_pct": 100 * res.accuracy, "latency_ms": res.latency_ms,
-                         "arch": str(res.arch), "queries": res.queries, "seconds": res.seconds})
-            print(f"evolution {b:g} ms seed {s}: {100 * res.accuracy:.2f}% ({res.seconds:.1f} s)", file=sys.stderr)
+        runs = [runs_by_key[(b, s)] if runs_by_key else evolution_run(ws, b, s) for s in range(seeds)]
         accs = [r["accuracy_pct"] for r in runs]
         rows.append({"budget_ms": b, "accuracy_pct_mean": float(np.mean(accs)), "runs": runs,
                      "seconds_mean": float(np.mean([r["seconds"] for r in runs])),
                      "settings": make_method("evolution", SearchProblem(ws.space, ws.latency_table, None, b)).settings()})
     return rows
+
+
+def seed_job(ws, ds, seed: int, budgets: list[float]) -> dict:
+    tr, info = train_seed(ws, ds, seed)
+    info["generation"] = generation_rows(ws, tr, budgets)
+    print(json.dumps({"seed": seed, "acc": [round(r["accuracy_pct"], 2) for r in info["generation"]],
+                      "train_s": round(info["training_seconds"], 1)}), file=sys.stderr)
+    return info
+
+
+_SHARED: dict = {}
+
+
+def _one_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _work(job: tuple) -> tuple:
+    ws, ds = _SHARED["ws"], _SHARED["ds"]
+    if job[0] == "nag":
+        return job, seed_job(ws, ds, job[1], _SHARED["budgets"])
+    return job, evolution_run(ws, job[1], job[2])
+
+
+def parallel(ws, ds, seeds, budgets, evo_seeds, jobs) -> tuple[list[dict], dict]:
+    """The same jobs in ``jobs`` forked workers of one thread each; trainings first (the longest)."""
+    import multiprocessing as mp
+
+    _SHARED.update(ws=ws, ds=ds, budgets=budgets)
+    work = [("nag", s) for s in seeds] + [("evo", b, s) for b in budgets for s in range(evo_seeds)]
+    trainings, evo = {}, {}
+    with mp.get_context("fork").Pool(jobs, initializer=_one_thread) as pool:
+        for job, res in pool.imap_unordered(_work, work):
+            if job[0] == "nag":
+                trainings[job[1]] = res
+            else:
+                evo[(job[1], job[2])] = res
+    return [trainings[s] for s in seeds], evo
 
 
 def summary(budgets, nag_by_seed: dict[int, list[dict]], evo: list[dict], trainings: list[dict]) -> dict:
@@ -156,6 +205,7 @@ def main() -> int:
     ap.add_argument("--evo-seeds", type=int, default=3)
     ap.add_argument("--out", default=None)
     ap.add_argument("--note", default="")
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes (one thread each)")
     args = ap.parse_args()
 
     from nagkit.app.workspace import load_workspace
@@ -178,15 +228,16 @@ def main() -> int:
     lat = SlotLatency(ws.latency_table, ws.space)
     out["dataset"] = {"rows": len(ds), "latency_range_ms": list(ds.latency_range),
                       "space_range_ms": [lat.fastest_ms, lat.slowest_ms]}
-    trainings, nag = [], {}
-    for seed in [int(s) for s in args.seeds.split(",")]:
-        tr, info = train_seed(ws, ds, seed)
-        info["generation"] = nag[seed] = generation_rows(ws, tr, budgets)
-        trainings.append(info)
-        print(json.dumps({"seed": seed, "acc": [round(r["accuracy_pct"], 2) for r in nag[seed]],
-                          "train_s": round(info["training_seconds"], 1)}), file=sys.stderr)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    out["jobs"] = args.jobs
+    if args.jobs > 1:
+        trainings, evo_runs = parallel(ws, ds, seeds, budgets, args.evo_seeds, args.jobs)
+    else:
+        trainings = [seed_job(ws, ds, seed, budgets) for seed in seeds]
+        evo_runs = None
+    nag = {t["seed"]: t["generation"] for t in trainings}
     out["nag"] = trainings
-    out["evolution"] = evolution_rows(ws, budgets, args.evo_seeds)
+    out["evolution"] = evolution_rows(ws, budgets, args.evo_seeds, evo_runs)
     out["summary"] = summary(budgets, nag, out["evolution"], trainings)
     out["machine"]["load_avg_end"] = os.getloadavg()
     atomic_write_json(out_path, out)
