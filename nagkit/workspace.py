@@ -1,13 +1,12 @@
 """Moved to :mod:`nagkit.app.workspace` (docs/decisions.md 16).
 
-An alias for code outside the package that still imports ``nagkit.workspace`` (tests/nag,
-benchmarks/nag, which the NAG v2 rewrite updates); nothing in ``nagkit`` imports it. Delete it
-then.
+An alias for code outside the package that still imports ``nagkit.workspace`` (benchmarks/nag);
+nothing in ``nagkit`` imports it. Delete it then.
 """
 
 from nagkit.app.workspace import (
-    CONFIG_NAME, DEFAULT_PRESET, PRESETS_DIR, REPO_ROOT, DatasetSettings, Workspace, list_presets, load_workspace,
+    CONFIG_NAME, DEFAULT_PRESET, PRESETS_DIR, DatasetSettings, Workspace, list_presets, load_workspace,
 )
 
-__all__ = ["CONFIG_NAME", "DEFAULT_PRESET", "PRESETS_DIR", "REPO_ROOT", "DatasetSettings", "Workspace", "list_presets",
+__all__ = ["CONFIG_NAME", "DEFAULT_PRESET", "PRESETS_DIR", "DatasetSettings", "Workspace", "list_presets",
            "load_workspace"]

@@ -8,7 +8,8 @@ import pytest
 
 from nagkit.data.synthetic import tiny_workspace_toml
 from nagkit.errors import BadInputError
-from nagkit.app.workspace import REPO_ROOT, list_presets, load_workspace
+from nagkit.app.workspace import PRESETS_DIR, list_presets, load_workspace
+from nagkit.resources import ROOT as RESOURCES
 
 
 def write_ws(tmp_path: Path, text: str) -> Path:
@@ -22,7 +23,8 @@ def test_preset_ofa_note10_binds_space_table_and_predictor():
     assert ws.space.name == "ofa-mbv3-w1.2"
     assert ws.accuracy_spec.startswith("ofa-predictor:")
     assert ws.ref == "ofa-note10"
-    assert ws.artifact_path("generator").parent == REPO_ROOT / "examples" / "workspaces" / "ofa-note10"
+    assert ws.artifact_path("generator").parent == PRESETS_DIR / "ofa-note10"
+    assert ws.shipped
 
 
 def test_missing_workspace_lists_presets_and_fix(tmp_path):
@@ -30,7 +32,7 @@ def test_missing_workspace_lists_presets_and_fix(tmp_path):
         load_workspace("ofa-note1")
     msg = str(ei.value)
     assert "did you mean 'ofa-note10'" in msg and "Presets:" in msg
-    assert "cp " in ei.value.hint
+    assert "nagkit init ofa-note1" in ei.value.hint
 
 
 def test_folder_without_config_is_refused(tmp_path):
@@ -62,11 +64,12 @@ def test_inline_space_and_synthetic_sources(tmp_path):
     assert ws.latency_table.predict(ws.space, ws.space.largest()) > ws.latency_table.predict(ws.space, ws.space.smallest())
 
 
-def test_input_paths_resolve_against_workspace_then_repo(tmp_path):
+def test_input_paths_resolve_against_workspace_then_shipped_data(tmp_path):
     ws = load_workspace(write_ws(tmp_path, tiny_workspace_toml()))
     (tmp_path / "here.txt").write_text("x")
     assert ws.resolve_input("here.txt") == (tmp_path / "here.txt").resolve()
-    assert ws.resolve_input("pyproject.toml") == (REPO_ROOT / "pyproject.toml").resolve()
+    assert ws.resolve_input("latency_tables/note10.json") == (RESOURCES / "latency_tables" / "note10.json").resolve()
+    assert ws.resolve_input("ofa/acc_predictor.pth") == (RESOURCES / "ofa" / "acc_predictor.pth").resolve()
     with pytest.raises(BadInputError, match="not found; looked in"):
         ws.resolve_input("nope/missing.pth", "predictor")
 

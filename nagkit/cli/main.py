@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from nagkit import __version__
+from nagkit.version import __version__
 
 # name -> (module, attribute, short help). One module per command group.
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "build": ("nagkit.cli.build", "build", "From a budget to a verified TFLite/ONNX bundle."),
     "check": ("nagkit.cli.build", "check", "Gate a model's latency on a device (exit 1 when over budget)."),
     "supernet": ("nagkit.cli.supernet", "supernet", "Train or evaluate a supernet."),
+    "init": ("nagkit.cli.workspace", "init", "Make a workspace of your own (a copy of a preset)."),
 }
 
 

@@ -46,7 +46,7 @@ class ArchDataset:
 
 
 def make_header(space: SearchSpace, table_prov: dict[str, Any], acc_prov: dict[str, Any], seed: int) -> dict:
-    from nagkit import __version__
+    from nagkit.version import __version__
 
     return {"nagkit_dataset": FORMAT_VERSION, "space": space.name, "space_def": space.to_dict(),
             "latency_table": _stable(table_prov), "accuracy_source": _stable(acc_prov), "seed": int(seed),

@@ -129,7 +129,7 @@ def test_shipped_profiles_load():
     assert ds.profile.endswith("cpu-litert-1t.yaml") and ds.source == "cpu-litert-1t"
     ort = parse_device_spec("cpu-onnxruntime-1t")
     assert (ort.get("runtime"), ort.get("threads")) == ("onnxruntime", 1)
-    cuda = load_profile(ROOT / "device_profiles" / "cuda.yaml")
+    cuda = load_profile(ROOT / "nagkit" / "resources" / "device_profiles" / "cuda.yaml")
     assert (cuda.kind, cuda.get("mode"), cuda.get("index")) == ("cuda", "graph", 0)
     # `cuda` alone stays the built-in spec, not the profile of the same name
     assert parse_device_spec("cuda").profile is None
