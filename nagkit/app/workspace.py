@@ -176,6 +176,13 @@ class Workspace:
         return NagModel.load(self.space, self.latency_table, paths,
                              source=self.open_accuracy_source() if with_source else None, inference=self.inference)
 
+    def table_origin(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(device, provenance) of the latency table: where and how it was measured."""
+        if self.latency_table_spec.startswith("synthetic:"):
+            return {"spec": self.latency_table_spec}, {}
+        t = self.latency_table
+        return dict(t.device), dict(t.provenance)
+
     def latency_table_provenance(self) -> dict[str, Any]:
         t = self.latency_table
         if self.latency_table_spec.startswith("synthetic:"):
@@ -283,11 +290,13 @@ def load_workspace(name_or_path: str | Path | Workspace | None) -> Workspace:
 
 
 def init_workspace(dest: str | Path | None, *, source: str | Path | Workspace | None = None,
-                   latency_table: str | Path | None = None, force: bool = False) -> Workspace:
+                   latency_table: str | Path | None = None, resolutions: list[int] | None = None,
+                   force: bool = False) -> Workspace:
     """A new user workspace: a copy of ``source`` (a preset or any workspace; default the
     default preset) at ``dest`` (a folder path, or a name under :func:`user_workspaces_dir`;
     default: the source's name). ``latency_table`` re-targets the copy to another table: the
-    copied dataset/evaluator/generator/archive belong to the old table and are left out."""
+    copied dataset/evaluator/generator/archive belong to the old table and are left out;
+    ``resolutions`` narrows the space to those a table covers."""
     src = load_workspace(source)
     target = _dest_folder(dest if dest is not None else src.root.name)
     if (target / CONFIG_NAME).exists() and not force:
@@ -303,6 +312,8 @@ def init_workspace(dest: str | Path | None, *, source: str | Path | Workspace | 
         text = _set_key(text, "latency_table", str(table))
         skip = {src.artifact_path(k).resolve() for k in _ARTIFACT_KEYS} | {
             src.artifact_path(k).with_suffix(".json").resolve() for k in ("evaluator", "generator")}
+    if resolutions is not None:
+        text = _set_resolutions(text, src.space.name, sorted(int(r) for r in resolutions))
     header = f"# copied_from: {src.ref} ({src.root})" + ("" if latency_table is None else
                                                           f", re-targeted to {latency_table}")
     _copy_tree(src.root, target, skip, force)
@@ -359,6 +370,26 @@ def _copy_tree(src: Path, dest: Path, skip: set[Path], force: bool) -> None:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _set_resolutions(text: str, space_name: str, resolutions: list[int]) -> str:
+    """``text`` (a nagkit.toml) with the space narrowed to ``resolutions``."""
+    import json
+    import re
+
+    line = f"resolutions = {json.dumps(resolutions)}"
+    sec = re.search(r"^\[space\]\s*$", text, re.M)
+    if sec is None:  # space = "NAME": becomes a [space] table on that preset
+        text = re.sub(r"^space\s*=.*$\n?", "", text, count=1, flags=re.M)
+        return text.rstrip("\n") + f"\n\n[space]\npreset = {json.dumps(space_name)}\n{line}\n"
+    nxt = re.search(r"^\[", text[sec.end():], re.M)
+    end = sec.end() + nxt.start() if nxt else len(text)
+    body = text[sec.end():end]
+    if re.search(r"^resolutions\s*=", body, re.M):
+        body = re.sub(r"^resolutions\s*=.*$", line, body, count=1, flags=re.M)
+    else:
+        body = "\n" + line + body
+    return text[:sec.end()] + body + text[end:]
 
 
 def _set_key(text: str, key: str, value: str) -> str:
