@@ -240,11 +240,12 @@ class _Build:
         if dev is not None:
             self.announce(f"contacting {dev.spec}")
             prepare_device(dev)  # an unreachable device fails now, before any work
-        self.target = choose_target(ws, dev, progress=self.progress, say=self.announce)
+        self.target = choose_target(ws, dev, say=self.announce)
         ws = self.ws = self.target.workspace
         lat = SlotLatency(ws.latency_table, ws.space)
         self.min_ms = lat.fastest_ms
         _, self.budget_note = check_budget(self.budget_ms, lat.fastest_ms, lat.slowest_ms)  # below: exit 1
+        self.target.ready(self.progress, self.announce)  # a device workspace's generator, trained once
         self.announce(f"workspace {ws.ref}; budget {self.budget_ms:g} ms against {lat.fastest_ms:.4g}.."
                       f"{lat.slowest_ms:.4g} ms on its table")
         self.net, self.w_sha, self.w_src = _load_weights(ws, ws.space, o.weights, o.random_init, o.seed)

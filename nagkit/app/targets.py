@@ -37,13 +37,26 @@ Progress = Callable[[str, int, int], None]
 
 @dataclass
 class Target:
-    """The workspace a build uses, its table and one line saying where predictions come from."""
+    """The workspace a build uses, its table and one line saying where predictions come from.
+    A device workspace whose generator is missing or stale is trained by :meth:`ready`."""
 
     workspace: Workspace
     table: str  # the table's path (or spec)
     device_table: bool  # the table is the device's own
     note: str
+    base: Workspace | None = None  # the workspace a device workspace was made from
     trained: dict[str, Any] | None = None  # what training on demand reported
+
+    def ready(self, progress: Progress | None = None, say: Callable[[str], None] | None = None) -> Workspace:
+        """The workspace, its generator trained for its table first if needed (device workspaces)."""
+        if self.base is not None and self.trained is None:
+            from nagkit.io import sha256_file
+
+            sha = sha256_file(self.table)
+            if not _trained_for(self.workspace, sha):
+                self.trained = _train(self.base, self.workspace, sha, progress,
+                                      say or (lambda msg: log.warning("%s", msg)))
+        return self.workspace
 
 
 def table_dirs() -> list[Path]:
@@ -96,10 +109,10 @@ def describe_table(ws: Workspace) -> str:
     return f"{ws.latency_table_spec} ({where})"
 
 
-def choose_target(ws: Workspace, device, *, progress: Progress | None = None,
-                  say: Callable[[str], None] | None = None) -> Target:
+def choose_target(ws: Workspace, device, *, say: Callable[[str], None] | None = None) -> Target:
     """The workspace and table for a build of ``ws`` on ``device`` (None: no device); see the
-    module doc. ``say`` gets one line per decision worth printing (e.g. training on demand)."""
+    module doc. ``say`` gets one line per decision worth printing. A device workspace is made
+    here; :meth:`Target.ready` trains it if needed (after the budget was checked)."""
     if device is None:
         return Target(ws, ws.latency_table_spec, False, f"{describe_table(ws)}; no --device, so nothing is measured")
     if table_is_for(*ws.table_origin(), device):
@@ -110,20 +123,18 @@ def choose_target(ws: Workspace, device, *, progress: Progress | None = None,
         return Target(ws, ws.latency_table_spec, False,
                       f"{describe_table(ws)}: no table of {device.spec} for {ws.space.name} was found (looked in "
                       f"{looked}); make one with `nagkit profile --device {device.spec} --space {ws.space.name}`")
-    dws, trained = device_workspace(ws, path, progress=progress, say=say)
+    dws = device_workspace(ws, path, say=say)
     return Target(dws, str(path), True, f"{describe_table(dws)}: {device.spec}'s own table (workspace {dws.ref}, "
-                                        f"{ws.ref} re-targeted to it)", trained)
+                                        f"{ws.ref} re-targeted to it)", base=ws)
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "device"
+    return re.sub(r"[^A-Za-z0-9._@-]+", "-", text).strip("-.") or "device"
 
 
-def device_workspace(ws: Workspace, table_path: Path, *, progress: Progress | None = None,
-                     say: Callable[[str], None] | None = None) -> tuple[Workspace, dict[str, Any] | None]:
-    """``<ws>@<table>`` among the user's workspaces, made and trained for ``table_path`` if
-    needed: (workspace, training summary or None when it was ready)."""
-    from nagkit.io import sha256_file
+def device_workspace(ws: Workspace, table_path: Path, *, say: Callable[[str], None] | None = None) -> Workspace:
+    """``<ws>@<table>`` among the user's workspaces, made for ``table_path`` if needed
+    (not trained: see :meth:`Target.ready`)."""
     from nagkit.latency.table import LatencyTable
 
     say = say or (lambda msg: log.warning("%s", msg))
@@ -135,7 +146,6 @@ def device_workspace(ws: Workspace, table_path: Path, *, progress: Progress | No
                             hint=f"profile the device at them: `nagkit profile --device {table.device.get('spec')} "
                                  f"--space {ws.space.name}`")
     dest = user_workspaces_dir() / _slug(f"{ws.root.name}@{table_path.stem}")
-    sha = sha256_file(table_path)
     if dest.joinpath("nagkit.toml").is_file():
         dws = load_workspace(dest)
         if dws.resolve_input(dws.latency_table_spec, "latency table") != table_path.resolve():
@@ -143,9 +153,7 @@ def device_workspace(ws: Workspace, table_path: Path, *, progress: Progress | No
     else:
         dws = _make(ws, dest, table_path, res, force=False)
         say(f"workspace {dws.ref}: {ws.ref} re-targeted to {table_path} (made now, in {dest})")
-    if _trained_for(dws, sha):
-        return dws, None
-    return dws, _train(ws, dws, sha, progress, say)
+    return dws
 
 
 def _make(ws: Workspace, dest: Path, table_path: Path, res: list[int], force: bool) -> Workspace:

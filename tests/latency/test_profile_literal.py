@@ -46,13 +46,15 @@ class _Stamped(list):
 @pytest.fixture
 def phone(tmp_path, cli_env, request):
     """(serial, adbd, env): a loopback device registered with a private adb server by
-    `adb connect`, and the environment that points nagkit (and adb) at that server."""
+    `adb connect`, and the environment that points nagkit (and adb) at that server. Its
+    benchmark_model stand-in spends a twentieth of the seconds asked for (96 blocks to time on
+    this machine's CPU, which also converts them); nagkit's flags and behaviour are unchanged."""
     from nagkit.devices.loopback import LoopbackAdbd
 
     install_runner = getattr(request, "param", True)
     env = dict(cli_env, ADB_SERVER_SOCKET=f"tcp:localhost:{_free_port()}", NAGKIT_CACHE=str(tmp_path / "cache"))
     env.pop("ANDROID_SERIAL", None)
-    adbd = LoopbackAdbd(tmp_path / "sandbox", port=0, install_runner=install_runner)
+    adbd = LoopbackAdbd(tmp_path / "sandbox", port=0, install_runner=install_runner, time_scale=0.05)
     adbd.opened_services = _Stamped()
     with adbd:
         out = subprocess.run([ADB, "connect", adbd.serial], env=env, capture_output=True, text=True, timeout=60)
