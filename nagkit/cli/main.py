@@ -92,8 +92,10 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from nagkit.cli.options import setup_logging
     from nagkit.errors import exit_code_for, message_for
 
+    setup_logging()  # nagkit's warnings as `warning: ...` lines; -v/-q change the level
     debug = os.environ.get("NAGKIT_DEBUG", "") not in ("", "0")
     try:
         cli.main(args=argv, prog_name="nagkit", standalone_mode=False)

@@ -52,12 +52,25 @@ def verbosity_option(f: Callable) -> Callable:
     return f
 
 
+class _Format(logging.Formatter):
+    """``warning: message`` (nagkit's own lines); with -v also the logger's name."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = f"{record.levelname.lower()}: {record.getMessage()}"
+        if logging.getLogger("nagkit").isEnabledFor(logging.INFO):
+            text = f"{record.levelname.lower()} {record.name}: {record.getMessage()}"
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return text
+
+
 def setup_logging(level: int = logging.WARNING) -> None:
+    """nagkit's log on stderr at ``level`` (warnings by default, -v info, -vv debug, -q errors)."""
     root = logging.getLogger("nagkit")
     root.setLevel(level)
     if not root.handlers:
         h = logging.StreamHandler(sys.stderr)
-        h.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        h.setFormatter(_Format())
         root.addHandler(h)
 
 
