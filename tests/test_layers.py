@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("nag", "search"),
     ("export",),
     ("app", "workspace"),  # nagkit/workspace.py: an alias of nagkit.app.workspace (see below)
-    ("cli", "__main__", "__init__"),  # nagkit/__init__.py: the Python API facade (lazy imports)
+    ("cli", "__main__", "__init__", "api"),  # nagkit/__init__.py, api.py: the Python API (lazy imports)
 )
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 
