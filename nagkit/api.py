@@ -16,7 +16,7 @@ Example (the README's, run by tests/test_api.py)::
         print(f"{r.budget_ms} ms: {r.best.arch} ({r.best.latency_ms:.3f} ms on the table)")
     b = nagkit.build(1.9, device="cpu", out="out/api-1.9ms", force=True)
     gate = nagkit.check(b.bundle, device="cpu", budget_ms=1.9)
-    print(b.bundle, "PASS" if gate.passed else "FAIL", f"{gate.median_ms:.3f} ms")
+    print(b.bundle, "PASS" if gate.passed else "FAIL", f"{gate.stats.median_ms:.3f} ms")
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def generate(budgets: float | Sequence[float], *, workspace: Any = None, samples
 
 def check(model: str | Path, *, device: str, budget_ms: float, runs: int | None = None):
     """Measure a bundle or model on ``device`` against ``budget_ms``, as ``nagkit check`` does.
-    Returns the :class:`~nagkit.app.check.CheckResult` (``.passed``, ``.median_ms``); over
+    Returns the :class:`~nagkit.app.check.CheckResult` (``.passed``, ``.stats.median_ms``); over
     budget is a result, not an exception (``.raise_if_failed()`` raises it)."""
     from nagkit.app.check import check as run
 
