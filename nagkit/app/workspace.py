@@ -298,6 +298,7 @@ def init_workspace(dest: str | Path | None, *, source: str | Path | Workspace | 
     copied dataset/evaluator/generator/archive belong to the old table and are left out;
     ``resolutions`` narrows the space to those a table covers."""
     src = load_workspace(source)
+    src_ref = src.ref  # before the copy exists (a copy of the same name would take the name)
     target = _dest_folder(dest if dest is not None else src.root.name)
     if (target / CONFIG_NAME).exists() and not force:
         raise BadInputError(f"{target} already holds a workspace",
@@ -314,10 +315,10 @@ def init_workspace(dest: str | Path | None, *, source: str | Path | Workspace | 
             src.artifact_path(k).with_suffix(".json").resolve() for k in ("evaluator", "generator")}
     if resolutions is not None:
         text = _set_resolutions(text, src.space.name, sorted(int(r) for r in resolutions))
-    header = f"# copied_from: {src.ref} ({src.root})" + ("" if latency_table is None else
+    header = f"# copied_from: {src_ref} ({src.root})" + ("" if latency_table is None else
                                                           f", re-targeted to {latency_table}")
     _copy_tree(src.root, target, skip, force)
-    text = _set_key(_set_key(text, "name", target.name), "copied_from", src.ref)
+    text = _set_key(_set_key(text, "name", target.name), "copied_from", src_ref)
     (target / CONFIG_NAME).write_text(header + "\n" + text, encoding="utf-8")
     return _load_file(target / CONFIG_NAME)
 

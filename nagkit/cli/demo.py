@@ -32,7 +32,7 @@ def default_demo() -> int:
     out = ROOT / "out" / f"demo-{budget:g}ms"
     print(f"demo: nagkit build --workspace {WORKSPACE} --budget {budget:g} --export tflite,onnx --device cpu "
           f"--out {out} --force", file=sys.stderr)
-    r = run_default(out, budget)
+    r = run_default(out, budget, say=lambda line: print(line, file=sys.stderr, flush=True))
     m = r["measured"] or {}
     print(f"bundle     {r['bundle']} (+ {r['zip']})")
     print(f"arch       {r['arch']}")
