@@ -64,7 +64,8 @@ def open_transport(target: str, profile: dict[str, Any]):
     dev = devices.get(target)
     if dev is None:
         if kind == "tcp" and mode == "auto":
-            log.info("the adb server does not list %s; connecting to it directly over TCP with adb-shell", target)
+            log.warning("the adb server at %s does not list %s; reaching it directly over TCP (adb-shell); "
+                        "`adb connect %s` would let the server carry it", describe_address(), target, target)
             return _adb_shell(target, profile)
         seen = ", ".join(f"{d.serial} ({d.state})" for d in devices.values()) or "none"
         raise DeviceError(
