@@ -1,4 +1,4 @@
-"""The demo's work on the embedded default workspace (examples/workspaces/fmnist).
+"""The demo's work on the embedded default workspace (nagkit/resources/workspaces/fmnist).
 
 1. ``nagkit build --budget B --export tflite,onnx --device cpu`` for a mid-range budget B of
    the workspace's generator range;

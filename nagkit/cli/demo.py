@@ -1,6 +1,6 @@
 """`make demo` (``python -m nagkit.cli.demo``): the main job on the embedded default workspace.
 
-If the embedded default workspace (examples/workspaces/fmnist) is present with its weights,
+If the embedded default workspace (nagkit/resources/workspaces/fmnist) is present with its weights,
 table and generator, this runs ``nagkit build`` on it for a mid-range budget on this CPU and
 reports the test accuracy of the exported TFLite model (:mod:`nagkit.app.demo`). Otherwise it
 falls back to the strongest end-to-end path without a trained default: export a subnet of OFA's
