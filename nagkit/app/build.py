@@ -315,7 +315,11 @@ class _Build:
         t = time.perf_counter()
         acc = cand.accuracy
         if acc is None and self.w_sha is not None:
-            acc = _source_accuracy(self.model.source, arch, o.accuracy)
+            src = self.model.source
+            if src is not None and (o.accuracy == "always" or (o.accuracy == "auto" and not src.expensive)):
+                self.announce(f"accuracy of the arch from {src.name}"
+                              + (" (one supernet evaluation: about 30 s on a 2-core CPU)" if src.expensive else ""))
+            acc = _source_accuracy(src, arch, o.accuracy)
             self.timings["accuracy"] = time.perf_counter() - t
             t = time.perf_counter()
         notes = [f"workspace {ws.name}", "BN statistics " + ("recalibrated on the workspace's training images"
