@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -30,8 +31,16 @@ def _run(*cmd, **kw) -> subprocess.CompletedProcess:
 def venv(tmp_path_factory):
     """(venv folder, wheel path): a fresh venv with the wheel built from this checkout pip-installed."""
     d = tmp_path_factory.mktemp("wheel")
+    # built from a copy of the checkout's files, so that no stale build/ folder adds to the wheel
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
+                           check=True).stdout.decode().split("\0")
+    src = d / "src"
+    for f in filter(None, files):
+        if (ROOT / f).is_file():
+            (src / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / f, src / f)
     built = _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
-                 d / "dist", ROOT)
+                 d / "dist", src)
     assert built.returncode == 0, built.stderr[-3000:]
     wheel = next((d / "dist").glob("nagkit-*.whl"))
     fresh = d / "venv"
