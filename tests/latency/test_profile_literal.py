@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -83,6 +84,9 @@ def test_profile_literally_through_the_adb_server(phone, tmp_path):
     assert Path(res["out"]) == Path("latency_tables/nagkit-loopback-tflite-fmnist-mbv3-w0.5.json")
     assert f"table    {res['out']}" in p.stderr  # the default path is printed before the work
     assert "ready to measure" in p.stderr.split("table    ")[0]
+    # progress on a pipe: plain lines, the last one the whole count, no bar drawing
+    assert re.search(r"^profile adb:\S+: 96/96 \(100%\), \d+ s$", p.stderr, re.M), p.stderr[-3000:]
+    assert "\r" not in p.stderr and "\x1b" not in p.stderr
     table = LatencyTable.load(out)
     assert len(table.entries) == res["entries"] == res["measured"] == 96 and table.resolutions == (28,)
     assert table.device["transport"] == "adb-server" and table.device["model"] == "nagkit-loopback"
