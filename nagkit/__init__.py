@@ -1,9 +1,24 @@
 """nagkit: the most accurate model that meets a latency budget on a device.
 
-Importing the package is cheap: torch, LiteRT and adb-shell are imported on demand by the
-modules that need them, so ``nagkit --help`` stays fast.
+The Python API: ``nagkit.profile``, ``nagkit.build``, ``nagkit.generate``, ``nagkit.check``
+(:mod:`nagkit.api`). Importing the package is cheap: the API, torch, LiteRT and adb-shell are
+imported on first use, so ``nagkit --help`` stays fast.
 """
 
-__version__ = "0.1.0"
+from nagkit.version import __version__
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "build", "check", "generate", "profile"]
+
+_API = ("build", "check", "generate", "profile")
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from nagkit import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'nagkit' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API])

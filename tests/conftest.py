@@ -42,6 +42,12 @@ def _restore_rng_state():
     torch.set_rng_state(th)
 
 
+@pytest.fixture(autouse=True)
+def _user_home(tmp_path_factory, monkeypatch):
+    """Each test's user workspaces ($NAGKIT_HOME) in a folder of its own, never ~/.local/share."""
+    monkeypatch.setenv("NAGKIT_HOME", str(tmp_path_factory.mktemp("nagkit-home")))
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     if not SHARED.is_dir():

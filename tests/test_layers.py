@@ -2,8 +2,8 @@
 
 Imports run one way (DESIGN.md, docs/decisions.md 16)::
 
-    errors/io/registry -> space -> images -> supernet -> runtimes -> devices -> latency -> data
-        -> nag/search -> export -> app -> cli
+    errors/io/registry/resources/version -> space -> images -> supernet -> runtimes -> devices -> latency -> data
+        -> nag/search -> export -> app -> cli (and the package's __init__, the Python API)
 
 A module may import modules of its own layer or of a lower one, never of a higher one, not
 even inside a function; and no two modules may import each other, directly or through others.
@@ -27,7 +27,7 @@ PACKAGE = ROOT / "nagkit"
 
 # Lowest first. The key is the first component below ``nagkit`` (a subpackage or a top module).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("__init__", "errors", "io", "registry"),
+    ("errors", "io", "progress", "registry", "resources", "version"),
     ("space",),
     ("images",),
     ("supernet",),
@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("nag", "search"),
     ("export",),
     ("app",),
-    ("cli", "__main__"),
+    ("cli", "__main__", "__init__", "api"),  # nagkit/__init__.py, api.py: the Python API (lazy imports)
 )
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 

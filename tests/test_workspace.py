@@ -8,7 +8,8 @@ import pytest
 
 from nagkit.data.synthetic import tiny_workspace_toml
 from nagkit.errors import BadInputError
-from nagkit.app.workspace import REPO_ROOT, list_presets, load_workspace
+from nagkit.app.workspace import PRESETS_DIR, list_presets, load_workspace
+from nagkit.resources import ROOT as RESOURCES
 
 
 def write_ws(tmp_path: Path, text: str) -> Path:
@@ -22,7 +23,8 @@ def test_preset_ofa_note10_binds_space_table_and_predictor():
     assert ws.space.name == "ofa-mbv3-w1.2"
     assert ws.accuracy_spec.startswith("ofa-predictor:")
     assert ws.ref == "ofa-note10"
-    assert ws.artifact_path("generator").parent == REPO_ROOT / "examples" / "workspaces" / "ofa-note10"
+    assert ws.artifact_path("generator").parent == PRESETS_DIR / "ofa-note10"
+    assert ws.shipped
 
 
 def test_missing_workspace_lists_presets_and_fix(tmp_path):
@@ -30,7 +32,7 @@ def test_missing_workspace_lists_presets_and_fix(tmp_path):
         load_workspace("ofa-note1")
     msg = str(ei.value)
     assert "did you mean 'ofa-note10'" in msg and "Presets:" in msg
-    assert "cp " in ei.value.hint
+    assert "nagkit init ofa-note1" in ei.value.hint
 
 
 def test_folder_without_config_is_refused(tmp_path):
@@ -62,11 +64,12 @@ def test_inline_space_and_synthetic_sources(tmp_path):
     assert ws.latency_table.predict(ws.space, ws.space.largest()) > ws.latency_table.predict(ws.space, ws.space.smallest())
 
 
-def test_input_paths_resolve_against_workspace_then_repo(tmp_path):
+def test_input_paths_resolve_against_workspace_then_shipped_data(tmp_path):
     ws = load_workspace(write_ws(tmp_path, tiny_workspace_toml()))
     (tmp_path / "here.txt").write_text("x")
     assert ws.resolve_input("here.txt") == (tmp_path / "here.txt").resolve()
-    assert ws.resolve_input("pyproject.toml") == (REPO_ROOT / "pyproject.toml").resolve()
+    assert ws.resolve_input("latency_tables/note10.json") == (RESOURCES / "latency_tables" / "note10.json").resolve()
+    assert ws.resolve_input("ofa/acc_predictor.pth") == (RESOURCES / "ofa" / "acc_predictor.pth").resolve()
     with pytest.raises(BadInputError, match="not found; looked in"):
         ws.resolve_input("nope/missing.pth", "predictor")
 
@@ -78,3 +81,61 @@ def test_missing_artifact_names_the_fixing_command(tmp_path):
     with pytest.raises(ArtifactError) as ei:
         ws.require_artifact("generator")
     assert "nagkit train --workspace" in ei.value.hint
+
+
+# --------------------------------------------------------------------------- presets stay as shipped
+
+
+def _tree(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
+
+
+def test_a_command_that_writes_to_a_preset_writes_to_the_users_copy(cli_env, tmp_path):
+    from nagkit.app.workspace import user_workspaces_dir
+    from tests.cli.helpers import run_cli
+
+    before = _tree(PRESETS_DIR / "ofa-note10")
+    r = run_cli(["dataset", "--workspace", "ofa-note10", "--n", "40"], env=cli_env, cwd=tmp_path)
+    assert r.code == 0, r.err
+    assert _tree(PRESETS_DIR / "ofa-note10") == before  # the shipped preset is untouched
+    copy = user_workspaces_dir() / "ofa-note10"
+    assert "never modified" in r.err and str(copy) in r.err
+    assert len((copy / "dataset.jsonl").read_text().splitlines()) == 41
+    ws = load_workspace("ofa-note10")  # the name finds the user's copy from now on
+    assert ws.root == copy and not ws.shipped and ws.copied_from == "ofa-note10" and ws.ref == "ofa-note10"
+    assert ws.latency_table.space_name == "ofa-mbv3-w1.2"  # inputs still come from the shipped data
+    assert ws.open_accuracy_source().name == "ofa-predictor"
+    r2 = run_cli(["dataset", "--workspace", "ofa-note10", "--n", "50"], env=cli_env, cwd=tmp_path)
+    assert r2.code == 0 and "never modified" not in r2.err and "resuming" in r2.err
+
+
+def test_init_makes_a_workspace_and_can_retarget_it(tmp_path):
+    from nagkit.app.workspace import init_workspace, user_workspaces_dir
+    from nagkit.resources import LATENCY_TABLES
+
+    ws = init_workspace("mine", source="fmnist")
+    assert ws.root == user_workspaces_dir() / "mine" and ws.ref == "mine" and ws.copied_from == "fmnist"
+    assert ws.artifact_path("generator").is_file() and ws.supernet_path().parent == ws.root / "supernet"
+    with pytest.raises(BadInputError, match="already holds a workspace"):
+        init_workspace("mine", source="fmnist")
+    other = init_workspace(tmp_path / "phone", source="ofa-cpu-w1.0",
+                           latency_table=LATENCY_TABLES / "cpu-onnxruntime-1t-ofa-mbv3-w1.0.json")
+    assert other.latency_table.runtime["name"] == "onnxruntime" and not other.artifact_path("generator").exists()
+    narrowed = init_workspace("narrow", source="fmnist", latency_table=LATENCY_TABLES / "fmnist-cpu-litert.json",
+                              resolutions=[28, 32])
+    assert narrowed.space.resolutions == (28, 32) and narrowed.space.name == "fmnist-mbv3-w0.5"
+
+
+def test_a_shipped_supernet_cache_is_read_never_written():
+    ws = load_workspace("fmnist")
+    assert ws.shipped
+    src = ws.open_accuracy_source()
+    assert src.cached(ws.space.parse_arch(_first_cached_arch(ws))) is not None
+    assert src.provenance()["options"]["cache_readonly"] is True
+
+
+def _first_cached_arch(ws) -> str:
+    import json
+
+    line = (ws.root / "supernet" / "acc.jsonl").read_text().splitlines()[1]
+    return json.loads(line)["arch"]

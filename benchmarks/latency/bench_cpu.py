@@ -253,7 +253,7 @@ def main(argv=None) -> int:
                          "(alone: no measuring, adds calibration_ablation to the results file)")
     ap.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "nagkit-bench"))
     ap.add_argument("--results-dir", default=str(ROOT / "benchmarks" / "latency" / "results"))
-    ap.add_argument("--tables-dir", default=str(ROOT / "latency_tables"))
+    ap.add_argument("--tables-dir", default=str(ROOT / "nagkit" / "resources" / "latency_tables"))
     ap.add_argument("--tag", default="", help="suffix for result/table names (e.g. -smoke)")
     args = ap.parse_args(argv)
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--device", default=str(ROOT / "device_profiles" / "cuda.yaml"))
+    ap.add_argument("--device", default=str(ROOT / "nagkit" / "resources" / "device_profiles" / "cuda.yaml"))
     ap.add_argument("--space", default="ofa-mbv3-w1.0")
     ap.add_argument("--resolution", type=int, default=224)
     ap.add_argument("--samples", type=int, default=100)

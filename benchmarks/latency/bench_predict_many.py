@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     from nagkit.space import get_space, sample_many
 
     space = get_space("ofa-mbv3-w1.2")
-    table = LatencyTable.load(ROOT / "latency_tables" / "note10.json")
+    table = LatencyTable.load(ROOT / "nagkit" / "resources" / "latency_tables" / "note10.json")
     archs = sample_many(space, a.archs, seed=1)
     base = archs[: a.baseline_archs]
     load0 = os.getloadavg()

@@ -79,7 +79,7 @@ PY
     # evaluation on the GPU (NAG: 1,000 dataset archs + 10 reranks x 5 budgets = 1,050 queries;
     # each baseline: 210 per budget). Writes compare.json, compare.log and plots/ to $OUT.
     export NAGKIT_FMNIST_DIR=${NAGKIT_FMNIST_DIR:-$PWD/.fmnist}  # the supernet source reads the IDX files here
-    W=out/fm; rm -rf $W; cp -r examples/workspaces/fmnist $W
+    W=out/fm; rm -rf $W; cp -r nagkit/resources/workspaces/fmnist $W
     sed -i "s/^workers = 2.*/workers = ${CWORKERS:-5}\ndevice = \"cuda\"/" $W/nagkit.toml
     # CMETHODS / CSEEDS / CTAG: other methods, --seeds N per baseline, a suffix for the output names
     T=${CTAG:-}

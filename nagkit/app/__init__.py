@@ -2,7 +2,7 @@
 
 - :mod:`~nagkit.app.workspace`: workspaces (``nagkit.toml`` binding a space, supernet, latency
   table, accuracy source and the dataset/evaluator/generator artifacts; presets in
-  ``examples/workspaces/``);
+  ``nagkit/resources/workspaces/``);
 - :mod:`~nagkit.app.build`: from a budget to a verified bundle;
 - :mod:`~nagkit.app.check`: a bundle or model measured on a device against a budget;
 - :mod:`~nagkit.app.export`: a subnet of a checkpoint exported, checked and bundled;

@@ -1,10 +1,13 @@
 """`nagkit build`: from a latency budget to a verified TFLite/ONNX bundle.
 
-Phases (each timed): generate (NAG inference on the workspace) -> extract (subnet with the
-supernet's weights) -> [finetune] -> convert + parity (LiteRT / ONNX Runtime vs PyTorch) ->
-measure (on --device, if given) -> bundle. If the measured median exceeds the budget, the next
-candidate is tried, at most ``max_tries`` of them. Nothing is left behind on failure: exports
-go to a staging folder and the bundle is written atomically.
+Phases (each timed, each announced on the ``say`` callback): open (the device is contacted
+first; the workspace and table for it are chosen by :mod:`nagkit.app.targets`: the device's
+own table when one exists, training its generator on demand) -> generate (NAG inference) ->
+extract (subnet with the supernet's weights) -> [finetune] -> convert + parity (LiteRT / ONNX
+Runtime vs PyTorch) -> measure (on --device, if given) -> bundle. If the measured median exceeds
+the budget, the next candidate is tried, at most ``max_tries`` of them. Without a device nothing
+is measured, and the result and the manifest say the bundle is unverified. Nothing is left
+behind on failure: exports go to a staging folder and the bundle is written atomically.
 
 The options are one frozen :class:`BuildOptions`; one build's state moves through named stages
 (:class:`_Build`: open, generate, then per candidate extract -> export -> measure, bundle).
@@ -29,6 +32,8 @@ from nagkit.latency.predictor import LatencyPredictor
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_TRIES = 3
+UNVERIFIED_NOTE = ("not measured: no device was given (--device), so this bundle is unverified; its latency is "
+                   "the table's prediction only (check it with `nagkit check BUNDLE --device D --budget B`)")
 ACCURACY_MODES = ("auto", "always", "never")
 
 
@@ -98,6 +103,11 @@ class BuildResult:
     timings_s: dict[str, float] = field(default_factory=dict)
     parity: dict[str, Any] = field(default_factory=dict)
     note: str | None = None  # e.g. the budget was above the slowest network
+    workspace: str | None = None  # how to name it (``--workspace``), and where it is
+    table: str | None = None  # the latency table the predictions and the budget's range come from
+    table_note: str | None = None  # which table, and whether it is the device's own
+    verified: bool = False  # measured on the device (without --device: unverified)
+    trained: dict[str, Any] | None = None  # the generator trained on demand for the device's table
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -186,8 +196,15 @@ class _Build:
     min_ms: float = 0.0  # the fastest network of the space on the table
     budget_note: str | None = None  # what happened to a budget above the slowest network
     result: Any = None  # the generator's result for the budget
+    target: Any = None  # nagkit.app.targets.Target: the workspace and table used
+    say: Any = None  # one progress line per phase (stderr in the CLI), or None
+    progress: Any = None  # (phase, done, total) for long phases (training on demand)
     attempts: list[Attempt] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+
+    def announce(self, msg: str) -> None:
+        if self.say is not None:
+            self.say(f"build: {msg}")
 
     @contextlib.contextmanager
     def timed(self, phase: str) -> Iterator[None]:
@@ -200,17 +217,16 @@ class _Build:
 
     # -- stages ------------------------------------------------------------------------------
     def open(self, workspace, device) -> None:
-        """Workspace, budget against the space's range on the table, device (a bad spec fails
-        before any work), weights, model."""
+        """Device (contacted and checked first), workspace and table for it, budget against the
+        space's range on that table, weights, model."""
+        from nagkit.app.targets import choose_target
         from nagkit.app.workspace import load_workspace
+        from nagkit.devices.base import prepare_device
         from nagkit.latency.slots import SlotLatency
         from nagkit.nag.budgets import check_budget
 
         t = time.perf_counter()
-        ws = self.ws = load_workspace(workspace)
-        lat = SlotLatency(ws.latency_table, ws.space)
-        self.min_ms = lat.fastest_ms
-        _, self.budget_note = check_budget(self.budget_ms, lat.fastest_ms, lat.slowest_ms)  # below: exit 1
+        ws = load_workspace(workspace)
         self.dev = device
         if self.dev is None and self.opts.device_spec:
             from nagkit.devices.registry import get_device
@@ -221,6 +237,17 @@ class _Build:
             raise BadInputError(
                 f"device {dev.spec!r} measures {dev.model_format} models, but --export is {','.join(self.fmts)}",
                 hint=f"add it: --export {','.join(sorted(set(self.fmts) | {dev.model_format}))}")
+        if dev is not None:
+            self.announce(f"contacting {dev.spec}")
+            prepare_device(dev)  # an unreachable device fails now, before any work
+        self.target = choose_target(ws, dev, say=self.announce)
+        ws = self.ws = self.target.workspace
+        lat = SlotLatency(ws.latency_table, ws.space)
+        self.min_ms = lat.fastest_ms
+        _, self.budget_note = check_budget(self.budget_ms, lat.fastest_ms, lat.slowest_ms)  # below: exit 1
+        self.target.ready(self.progress, self.announce)  # a device workspace's generator, trained once
+        self.announce(f"workspace {ws.ref}; budget {self.budget_ms:g} ms against {lat.fastest_ms:.4g}.."
+                      f"{lat.slowest_ms:.4g} ms on its table")
         self.net, self.w_sha, self.w_src = _load_weights(ws, ws.space, o.weights, o.random_init, o.seed)
         self.model = ws.nag_model()
         # BN statistics: recalibrated on the workspace's data when its accuracy source is the
@@ -238,6 +265,7 @@ class _Build:
 
     def subnet(self, arch):
         """The arch's subnet with the supernet's weights (BN recalibrated, fine-tuned as asked)."""
+        self.announce("extract the subnet" + (" and recalibrate its BN statistics" if self.recalibrate else ""))
         with self.timed("extract"):
             sub = self.net.extract(arch)
             if self.recalibrate:  # the exported model is the one whose accuracy was measured
@@ -253,6 +281,7 @@ class _Build:
         from nagkit.export.exporter import export_model
 
         shape = (1, self.ws.space.in_channels, arch.r, arch.r)
+        self.announce(f"convert to {', '.join(self.fmts)} and check parity with PyTorch")
         ex = export_model(sub, shape, self.fmts, where, seed=self.opts.seed, force=True)
         for k, v in ex.durations_s.items():
             key = "convert" if k.startswith("convert") else "parity" if k.startswith("parity") else k
@@ -264,6 +293,7 @@ class _Build:
         dev = self.dev
         if dev is None:
             return True, None
+        self.announce(f"measure on {dev.spec}")
         with self.timed("measure"):
             stats = dev.measure(ex.paths[dev.model_format], shape, None)
         if stats.median_ms > self.budget_ms:
@@ -285,7 +315,11 @@ class _Build:
         t = time.perf_counter()
         acc = cand.accuracy
         if acc is None and self.w_sha is not None:
-            acc = _source_accuracy(self.model.source, arch, o.accuracy)
+            src = self.model.source
+            if src is not None and (o.accuracy == "always" or (o.accuracy == "auto" and not src.expensive)):
+                self.announce(f"accuracy of the arch from {src.name}"
+                              + (" (one supernet evaluation: about 30 s on a 2-core CPU)" if src.expensive else ""))
+            acc = _source_accuracy(src, arch, o.accuracy)
             self.timings["accuracy"] = time.perf_counter() - t
             t = time.perf_counter()
         notes = [f"workspace {ws.name}", "BN statistics " + ("recalibrated on the workspace's training images"
@@ -293,6 +327,7 @@ class _Build:
                                                             else "inherited from the supernet checkpoint")]
         notes = notes + (["fine-tuned for %d epochs" % o.finetune] if o.finetune else [])
         notes = notes + ([self.budget_note] if self.budget_note else [])
+        notes = notes + ([] if dev else [UNVERIFIED_NOTE])
         if self.w_sha is None and acc is not None:
             notes.append(f"the architecture's accuracy with trained weights is {acc:.4f} "
                          f"({res.accuracy_source}); this bundle's weights are random")
@@ -300,11 +335,14 @@ class _Build:
         manifest = make_manifest(
             ws.space, arch, export=ex, weights_sha256=self.w_sha, weights_source=self.w_src, budget_ms=self.budget_ms,
             device=({"spec": dev.spec, "info": dev.info(), "runtime": dev.runtime_info()} if dev else None),
-            predicted={"ms": pred, "raw_ms": pred_raw, "source": "latency table", "table": ws.latency_table_spec},
+            predicted={"ms": pred, "raw_ms": pred_raw, "source": "latency table", "table": self.target.table},
             measured=stats, accuracy=acc, accuracy_source=res.accuracy_source if acc is not None else None,
             seed=o.seed, notes=notes,
             build={"budget_note": self.budget_note, "selection_queries": res.selection_queries,
-                   "generated_for_ms": res.effective_budget_ms},
+                   "generated_for_ms": res.effective_budget_ms, "verified_on_device": dev is not None,
+                   "workspace": ws.ref, "latency_table": {"path": self.target.table, "device_own": self.target.device_table,
+                                                          "note": self.target.note},
+                   "generator_trained_now": self.target.trained is not None},
         )
         bundle = write_bundle(self.out_dir, ex.paths, manifest, force=o.force)
         self.timings["bundle"] = time.perf_counter() - t
@@ -316,7 +354,8 @@ class _Build:
             device=dev.spec if dev else None, formats=list(self.fmts),
             weights=self.w_sha or "random-init", attempts=self.attempts, timings_s=self.timings,
             parity={f: m.to_dict().get("parity_max_abs_diff") for f, m in ex.models.items()},
-            note=self.budget_note,
+            note=self.budget_note, workspace=ws.describe(), table=self.target.table, table_note=self.target.note,
+            verified=dev is not None, trained=self.target.trained,
         )
 
     def first_fitting(self, cands: list, staging_root: Path) -> BuildResult:
@@ -335,9 +374,11 @@ class _Build:
                  "and retrain with `nagkit train`, or raise --max-tries")
 
 
-def build(budget_ms: float, *, workspace=None, options: BuildOptions | None = None, device=None) -> BuildResult:
+def build(budget_ms: float, *, workspace=None, options: BuildOptions | None = None, device=None,
+          say=None, progress=None) -> BuildResult:
     """Build a verified bundle for ``budget_ms`` on ``workspace`` (a Workspace, folder, preset or
-    None for the default). ``device`` (an open Device, left open) overrides ``options.device_spec``."""
+    None for the default). ``device`` (an open Device, left open) overrides ``options.device_spec``.
+    ``say(line)`` hears each phase as it starts; ``progress(phase, done, total)`` long ones."""
     from nagkit.export.bundle import check_bundle_target
 
     import math
@@ -346,7 +387,8 @@ def build(budget_ms: float, *, workspace=None, options: BuildOptions | None = No
     if not (isinstance(budget_ms, (int, float)) and math.isfinite(budget_ms) and budget_ms > 0):
         raise BadInputError(f"--budget must be a finite number of milliseconds > 0, got {budget_ms}")
     o.check()
-    run = _Build(budget_ms, o, parse_formats(o.formats), Path(o.out) if o.out else Path(f"nagkit-bundle-{budget_ms:g}ms"))
+    run = _Build(budget_ms, o, parse_formats(o.formats), Path(o.out) if o.out else Path(f"nagkit-bundle-{budget_ms:g}ms"),
+                 say=say, progress=progress)
     check_bundle_target(run.out_dir, force=o.force)
     try:
         run.open(workspace, device)

@@ -1,4 +1,4 @@
-"""The demo's work on the embedded default workspace (examples/workspaces/fmnist).
+"""The demo's work on the embedded default workspace (nagkit/resources/workspaces/fmnist).
 
 1. ``nagkit build --budget B --export tflite,onnx --device cpu`` for a mid-range budget B of
    the workspace's generator range;
@@ -62,16 +62,18 @@ def default_budget() -> tuple[float, Any]:
     return round(grid.lo + 0.5 * (grid.hi - grid.lo), 1), grid
 
 
-def run_default(out: Path, budget: float) -> dict[str, Any]:
+def run_default(out: Path, budget: float, say=None) -> dict[str, Any]:
     """Build for ``budget`` on this CPU into ``out``, then the exported TFLite model's test
-    accuracy; the result (also written to ``out/../demo-result.json``)."""
+    accuracy; the result (also written to ``out/../demo-result.json``). ``say`` hears each phase."""
     from nagkit.app.build import BuildOptions, build
     from nagkit.app.workspace import load_workspace
 
     ws = load_workspace(WORKSPACE)
     res = build(budget, workspace=ws, options=BuildOptions(device_spec="cpu", formats="tflite,onnx", out=out,
-                                                           force=True))
+                                                           force=True), say=say)
     arch = ws.space.parse_arch(res.arch)
+    if say is not None:
+        say("demo: test accuracy of the exported TFLite model (10,000 Fashion-MNIST test images, LiteRT)")
     acc, n, secs = litert_test_accuracy(Path(res.bundle) / "model.tflite", ws.space, arch.r)
     result = dict(res.to_dict(), test_accuracy=acc, test_images=n, test_seconds=secs)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -29,10 +29,12 @@ def check(target: str, device_spec: str, budget: float, runs: int | None, as_jso
 
 @click.command("build")
 @click.option("--budget", type=float, required=True, help="Latency budget in milliseconds.")
-@click.option("--workspace", "-w", default=None, help="Workspace folder or preset (default: ./nagkit.toml).")
+@click.option("--workspace", "-w", default=None,
+              help="Workspace folder or name (default: ./nagkit.toml, else the default workspace fmnist).")
 @click.option("--device", "device_spec", default=None,
-              help="Measure the exported model here and fall back to the next candidate if over budget "
-              "(cpu, cpu:runtime=onnxruntime, adb:SERIAL, adb:HOST:PORT, or a profile).")
+              help="Build for this device: its own latency table when one exists, the exported model measured "
+                   "there (the next candidate if over budget). cpu, cpu:runtime=onnxruntime, adb:SERIAL, "
+                   "adb:HOST:PORT, or a profile.")
 @click.option("--export", "formats", default="tflite", show_default=True, help="tflite, onnx or tflite,onnx.")
 @click.option("--out", default=None, help="Bundle folder (a .zip is written beside it). Default: nagkit-bundle-<B>ms.")
 @click.option("--force", is_flag=True, help="Replace an existing bundle folder.")
@@ -50,25 +52,36 @@ def check(target: str, device_spec: str, budget: float, runs: int | None, as_jso
 def build(budget: float, workspace: str | None, device_spec: str | None, formats: str, out: str | None, force: bool,
           weights: str | None, random_init: bool, finetune: int, max_tries: int, samples: int | None, seed: int,
           accuracy_mode: str, as_json: bool) -> None:
-    """Generate the best arch for --budget, export it with supernet weights, verify, bundle."""
+    """Generate the best arch for --budget, export it with supernet weights, verify, bundle.
+
+    With --device D the device is contacted first, and predictions and the budget's range come
+    from D's own latency table when one exists (`nagkit profile --device D` makes it; the
+    workspace is re-targeted to it and its generator trained once, on demand). Without
+    --device nothing is measured and the bundle is marked unverified."""
     from nagkit.app.build import BuildOptions
     from nagkit.app.build import build as run_build
+    from nagkit.cli.options import log, phase_progress
 
     if random_init and weights:
         raise click.BadParameter("--random-init conflicts with --weights", param_hint="--random-init")
     res = run_build(budget, workspace=workspace, options=BuildOptions(
         device_spec=device_spec, formats=formats, out=out, force=force, weights=weights, random_init=random_init,
-        finetune=finetune, max_tries=max_tries, samples=samples, seed=seed, accuracy=accuracy_mode))
+        finetune=finetune, max_tries=max_tries, samples=samples, seed=seed, accuracy=accuracy_mode),
+        say=log, progress=phase_progress())
 
     def human(r: dict) -> str:
         m = r["measured"]
         lines = [
             f"bundle    {r['bundle']}  (+ {r['zip']})",
+            f"workspace {r['workspace']}",
             f"arch      {r['arch']}",
             f"budget    {r['budget_ms']:g} ms",
-            f"predicted {r['predicted_ms']:.3f} ms (table; raw sum {r['predicted_raw_ms']:.3f} ms)",
+            *([f"note      {r['note']}"] if r["note"] else []),
+            f"predicted {r['predicted_ms']:.3f} ms (raw block sum {r['predicted_raw_ms']:.3f} ms)",
+            f"table     {r['table_note']}",
             f"measured  " + (f"{m['median_ms']:.3f} ms median on {r['device']} (p10 {m['p10_ms']:.3f}, "
-                             f"p90 {m['p90_ms']:.3f}, n={m['n']})" if m else "(no --device given)"),
+                             f"p90 {m['p90_ms']:.3f}, n={m['n']})" if m else
+                             "not measured (no --device): the bundle is unverified, its manifest says so"),
             f"accuracy  " + (f"{100 * r['accuracy']:.2f}% ({r['accuracy_source']})" if r["accuracy"] is not None
                              else "(random weights: no accuracy; see the manifest notes)" if r["weights"] == "random-init"
                              else "(not measured: pass --accuracy always to ask the accuracy source)"),

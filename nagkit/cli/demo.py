@@ -1,6 +1,6 @@
 """`make demo` (``python -m nagkit.cli.demo``): the main job on the embedded default workspace.
 
-If the embedded default workspace (examples/workspaces/fmnist) is present with its weights,
+If the embedded default workspace (nagkit/resources/workspaces/fmnist) is present with its weights,
 table and generator, this runs ``nagkit build`` on it for a mid-range budget on this CPU and
 reports the test accuracy of the exported TFLite model (:mod:`nagkit.app.demo`). Otherwise it
 falls back to the strongest end-to-end path without a trained default: export a subnet of OFA's
@@ -32,7 +32,7 @@ def default_demo() -> int:
     out = ROOT / "out" / f"demo-{budget:g}ms"
     print(f"demo: nagkit build --workspace {WORKSPACE} --budget {budget:g} --export tflite,onnx --device cpu "
           f"--out {out} --force", file=sys.stderr)
-    r = run_default(out, budget)
+    r = run_default(out, budget, say=lambda line: print(line, file=sys.stderr, flush=True))
     m = r["measured"] or {}
     print(f"bundle     {r['bundle']} (+ {r['zip']})")
     print(f"arch       {r['arch']}")

@@ -70,7 +70,7 @@ def _human_rows(rows: list[dict[str, Any]]) -> str:
     lines = []
     width = max(len(r["spec"]) for r in rows) if rows else 10
     groups = (("cpu", "CPU runtimes"), ("cuda", "CUDA GPUs"), ("adb", "Android (adb)"),
-              ("profile", "Profiles (device_profiles/)"), ("plugin", "Plugins (entry point nagkit.devices)"))
+              ("profile", "Profiles (./device_profiles, $NAGKIT_PROFILE_PATH, shipped)"), ("plugin", "Plugins (entry point nagkit.devices)"))
     for kind, title in groups:
         sel = [r for r in rows if r["kind"] == kind]
         if not sel:
@@ -99,6 +99,8 @@ def _detail(r: dict[str, Any]) -> str:
             return f"{r['state']} {extra}".strip()
         return r.get("note", "")
     if kind == "profile":
+        if r.get("template"):
+            return f"template: {r['template']}"
         if "error" in r:
             return f"invalid: {r['error']}"
         text = f"-> {r['device']}" + (f"  {r['description']}" if r.get("description") else "")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nagkit.cli.options import device_option, emit, json_option, seed_option, space_option, verbosity_option
+from nagkit.cli.options import device_option, emit, json_option, seed_option, verbosity_option
 
 lut_option = click.option("--lut", "lut_path", required=True, type=click.Path(dir_okay=False),
                           help="Latency table (JSON).")
@@ -12,21 +12,9 @@ lut_option = click.option("--lut", "lut_path", required=True, type=click.Path(di
 
 def get_space_arg(text: str):
     """A registered space name, or a JSON file holding a space definition (SearchSpace fields)."""
-    import json
-    from pathlib import Path
+    from nagkit.app.profile import space_from_arg
 
-    from nagkit.errors import BadInputError
-    from nagkit.space import SearchSpace, get_space
-
-    if text.endswith(".json"):
-        p = Path(text)
-        if not p.is_file():
-            raise BadInputError(f"space file {text!r} does not exist", hint="list named spaces with `nagkit space show`")
-        try:
-            return SearchSpace.from_dict(json.loads(p.read_text()))
-        except json.JSONDecodeError as e:
-            raise BadInputError(f"space file {text!r} is not valid JSON: {e}") from None
-    return get_space(text)
+    return space_from_arg(text)
 
 
 def _space_for(table, space_name: str | None):
@@ -178,6 +166,17 @@ def _parse_resolutions(text: str | None, space) -> list[int] | None:
     return res
 
 
+def _resolutions_text(text: str | None) -> list[int] | None:
+    from nagkit.errors import BadInputError
+
+    if not text:
+        return None
+    try:
+        return sorted({int(t) for t in text.replace(" ", "").split(",") if t})
+    except ValueError:
+        raise BadInputError(f"--resolutions {text!r} must be comma-separated integers, e.g. 224,192") from None
+
+
 def _open_device(spec: str | None, table=None):
     from nagkit.devices.registry import get_device
     from nagkit.errors import BadInputError
@@ -224,10 +223,15 @@ progress_option = click.option("--progress/--no-progress", default=True, show_de
 
 @click.command("profile")
 @device_option
-@space_option
+@click.option("--space", "space_name", default=None,
+              help="Search space name or JSON file (default: the default workspace's space, fmnist-mbv3-w0.5).")
 @click.option("--resolutions", "res_text", default=None,
               help="Comma-separated resolutions to profile (default: all of the space's).")
-@click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="Output table (JSON).")
+@click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
+              help="Output table (JSON). Default: latency_tables/<model>-<runtime>-<space>.json (printed).")
+@click.option("--benchmark-binary", "benchmark_binary", default=None, type=click.Path(dir_okay=False),
+              help="Phones: TensorFlow Lite's benchmark_model for the phone (e.g. android_aarch64_benchmark_model), "
+                   "pushed once. Default: the one already on the phone.")
 @click.option("--resume", is_flag=True, help="Continue the journal beside --out; measure only missing blocks.")
 @click.option("--force", is_flag=True, help="Discard an existing journal and start over.")
 @click.option("--calibrate", "n_cal", type=int, default=0, show_default=True,
@@ -238,26 +242,29 @@ progress_option = click.option("--progress/--no-progress", default=True, show_de
 @progress_option
 @json_option
 @verbosity_option
-def profile(device_spec, space_name, res_text, out, resume, force, n_cal, calibrate_seed, cache_dir,
-            jobs, progress, as_json) -> None:
-    """Measure every unique block of a space on a device into a latency table (resumable)."""
-    from nagkit.latency.profiler import profile as run_profile
+def profile(device_spec, space_name, res_text, out, benchmark_binary, resume, force, n_cal, calibrate_seed,
+            cache_dir, jobs, progress, as_json) -> None:
+    """Measure every unique block of a space on a device into a latency table (resumable).
 
-    sp = get_space_arg(space_name)
-    res = _parse_resolutions(res_text, sp) or list(sp.resolutions)
-    dev = _open_device(device_spec)
-    try:
-        result = run_profile(dev, sp, res, out, resume=resume, force=force, cache_dir=cache_dir,
-                             progress=progress, command=_command_line(), jobs=jobs)
-        table = result.table
-        if n_cal > 0:
-            from nagkit.latency.validate import calibrate
+    The device is contacted first (a missing phone or benchmark_model fails in seconds); on a
+    phone the host converts blocks while the phone measures those already converted."""
+    from nagkit.app.profile import ProfileOptions, run_profile
+    from nagkit.cli.options import log
 
-            table = calibrate(table, dev, sp, n_cal, seed=calibrate_seed, resolutions=res,
-                              cache_dir=cache_dir, progress=progress, jobs=jobs)
-            table.save(out)
-    finally:
-        dev.close()
+    def started(path, facts, sp, res) -> None:
+        from nagkit.latency.blocks import unique_layers
+
+        what = " ".join(str(v) for v in (facts.get("model") or facts.get("cpu_model"), facts.get("os")) if v)
+        via = f", via {facts['transport']}" if facts.get("transport") else ""
+        log(f"device   {device_spec}" + (f" ({what}{via})" if what or via else "") + ": reachable, ready to measure")
+        log(f"space    {sp.name}" + (" (the default workspace's; --space to change)" if space_name is None else "")
+            + f", resolutions {','.join(map(str, res))}: {len(unique_layers(sp, res))} unique blocks")
+        log(f"table    {path}")
+
+    result, table = run_profile(device_spec, ProfileOptions(
+        space=space_name, resolutions=_resolutions_text(res_text), out=out, benchmark_binary=benchmark_binary, resume=resume, force=force,
+        cache_dir=cache_dir, jobs=jobs, progress=progress, calibrate=n_cal, calibrate_seed=calibrate_seed,
+        command=_command_line()), on_start=started)
     d = result.to_dict()
     d["calibration"] = table.calibration.to_dict() if table.calibration else None
     if d["calibration"]:
@@ -272,6 +279,7 @@ def profile(device_spec, space_name, res_text, out, resume, force, n_cal, calibr
         c = r["calibration"]
         if c:
             lines.append(f"calibration: {describe_calibration(c)}")
+        lines.append(f"next: nagkit build --budget B --export tflite --device {r['device']}")
         return "\n".join(lines)
 
     emit(d, as_json, human)

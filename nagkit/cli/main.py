@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from nagkit import __version__
+from nagkit.version import __version__
 
 # name -> (module, attribute, short help). One module per command group.
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "build": ("nagkit.cli.build", "build", "From a budget to a verified TFLite/ONNX bundle."),
     "check": ("nagkit.cli.build", "check", "Gate a model's latency on a device (exit 1 when over budget)."),
     "supernet": ("nagkit.cli.supernet", "supernet", "Train or evaluate a supernet."),
+    "init": ("nagkit.cli.workspace", "init", "Make a workspace of your own (a copy of a preset)."),
 }
 
 
@@ -91,8 +92,10 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from nagkit.cli.options import setup_logging
     from nagkit.errors import exit_code_for, message_for
 
+    setup_logging()  # nagkit's warnings as `warning: ...` lines; -v/-q change the level
     debug = os.environ.get("NAGKIT_DEBUG", "") not in ("", "0")
     try:
         cli.main(args=argv, prog_name="nagkit", standalone_mode=False)

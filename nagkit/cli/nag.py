@@ -7,25 +7,6 @@ import click
 from nagkit.cli.options import emit, json_option, log, verbosity_option, workspace_option
 
 
-def _progress(*tasks: tuple[str, int]):
-    """Rich progress bars on stderr: returns (context manager, one update(done, total, value)
-    callback per task)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    prog = Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=Console(stderr=True))
-    updates = []
-    for label, total in tasks:
-        task = prog.add_task(label, total=total, info="")
-
-        def update(done: int, tot: int, value: float | None = None, _task=task) -> None:
-            prog.update(_task, completed=done, total=tot, info="" if value is None else f"{value:.4g}")
-
-        updates.append(update)
-    return prog, *updates
-
-
 def _parse_budgets(values: tuple[str, ...]) -> list[float]:
     from nagkit.errors import BadInputError
 
@@ -53,10 +34,13 @@ def dataset(workspace, n, seed, out, as_json):
     """Sample architectures uniformly with table latency and source accuracy (resumable)."""
     from pathlib import Path
 
+    from nagkit.app.workspace import load_workspace, writable_workspace
     from nagkit.data.dataset import collect, rows_done
-    from nagkit.app.workspace import load_workspace
+    from nagkit.progress import phase_progress
 
     ws = load_workspace(workspace)
+    if out is None:
+        ws = writable_workspace(ws, "nagkit dataset")
     n = n if n is not None else ws.dataset_settings.n
     seed = seed if seed is not None else ws.dataset_settings.seed
     path = Path(out) if out else ws.artifact_path("dataset")
@@ -64,10 +48,9 @@ def dataset(workspace, n, seed, out, as_json):
     if done:
         log(f"resuming {path}: {done} rows already collected")
     table, source = ws.latency_table, ws.open_accuracy_source()
-    prog, update = _progress(("dataset", n))
-    with prog:
-        ds = collect(path, space=ws.space, table=table, source=source, n=n, seed=seed,
-                     table_prov=ws.latency_table_provenance(), progress=lambda d, t: update(d, t))
+    update = phase_progress()
+    ds = collect(path, space=ws.space, table=table, source=source, n=n, seed=seed,
+                 table_prov=ws.latency_table_provenance(), progress=lambda d, t: update("dataset", d, t))
     lo, hi = ds.latency_range
     result = {"path": str(path), "rows": len(ds), "resumed_from": done, "seed": seed,
               "accuracy_source": source.provenance(), "accuracy_queries": source.queries,
@@ -87,9 +70,11 @@ def dataset(workspace, n, seed, out, as_json):
 def train(workspace, dataset_path, as_json):
     """Frontier search, evaluator and generator (all accuracy queries counted); save them."""
     from nagkit.app.nag import train_workspace
+    from nagkit.app.workspace import load_workspace, writable_workspace
     from nagkit.cli.options import phase_progress
 
-    r = train_workspace(workspace, dataset_path, progress=phase_progress(), log=log)
+    ws = writable_workspace(load_workspace(workspace), "nagkit train")
+    r = train_workspace(ws, dataset_path, progress=phase_progress(), log=log)
     hold = r["holdout"]
     q = r["accuracy_queries"]
     emit(r, as_json, lambda r: "\n".join([

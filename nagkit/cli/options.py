@@ -13,6 +13,8 @@ from typing import Any
 
 import click
 
+from nagkit.progress import phase_progress  # noqa: F401 - re-exported: (phase, done, total) progress lines
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 seed_option = click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
 space_option = click.option(
@@ -50,12 +52,25 @@ def verbosity_option(f: Callable) -> Callable:
     return f
 
 
+class _Format(logging.Formatter):
+    """``warning: message`` (nagkit's own lines); with -v also the logger's name."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = f"{record.levelname.lower()}: {record.getMessage()}"
+        if logging.getLogger("nagkit").isEnabledFor(logging.INFO):
+            text = f"{record.levelname.lower()} {record.name}: {record.getMessage()}"
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return text
+
+
 def setup_logging(level: int = logging.WARNING) -> None:
+    """nagkit's log on stderr at ``level`` (warnings by default, -v info, -vv debug, -q errors)."""
     root = logging.getLogger("nagkit")
     root.setLevel(level)
     if not root.handlers:
         h = logging.StreamHandler(sys.stderr)
-        h.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        h.setFormatter(_Format())
         root.addHandler(h)
 
 
@@ -81,24 +96,3 @@ def log(msg: str) -> None:
     """A progress/log line on stderr."""
     click.echo(msg, err=True)
 
-
-def phase_progress(every_s: float = 5.0) -> Callable[[str, int, int], None]:
-    """A ``(phase, done, total)`` callback that writes plain progress lines on stderr: the
-    first and last step of each phase and at most one line per ``every_s`` seconds in between
-    (readable in a CI log, where stderr is no terminal)."""
-    import time
-
-    state: dict[str, float] = {}
-
-    def update(phase: str, done: int, total: int) -> None:
-        now = time.monotonic()
-        first = phase not in state
-        if first:
-            state[phase] = now
-            state[phase + "/t0"] = now
-        if first or done >= total or now - state[phase] >= every_s:
-            state[phase] = now
-            pct = f" ({100 * done / total:.0f}%)" if total else ""
-            log(f"{phase}: {done}/{total}{pct}, {now - state[phase + '/t0']:.0f} s")
-
-    return update

@@ -42,7 +42,8 @@ def _device(name: str | None, gpus: int | None) -> tuple[str, int]:
 @supernet.command("train")
 @workspace_option
 @click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Folder for train_state.pt, supernet.pt and train_log.jsonl (default: WORKSPACE/supernet).")
+              help="Folder for train_state.pt, supernet.pt and train_log.jsonl (default: WORKSPACE/supernet; for a "
+                   "shipped preset, your copy of it).")
 @click.option("--data-dir", default=None, help="Folder with the Fashion-MNIST IDX files (.gz or raw).")
 @click.option("--device", "device_name", type=click.Choice(["cpu", "cuda"]), default=None,
               help="Default: cuda when available.")
@@ -80,6 +81,10 @@ def train_cmd(workspace, out, data_dir, device_name, gpus, resume, epochs_spec, 
     from nagkit.supernet.train_config import FINAL_NAME, LOG_NAME, TrainConfig, default_phases, parse_epochs
 
     ws = _workspace(workspace)
+    if out is None:  # the default --out is the workspace's own supernet/ folder
+        from nagkit.app.workspace import writable_workspace
+
+        ws = writable_workspace(ws, "nagkit supernet train")
     device, n = _device(device_name, gpus)
     if cuda_graphs and device != "cuda":
         from nagkit.errors import BadInputError

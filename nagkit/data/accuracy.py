@@ -1,7 +1,7 @@
 """Accuracy sources: where an architecture's accuracy comes from.
 
 An accuracy source is named by a spec ``SCHEME:PATH`` (e.g.
-``ofa-predictor:../shared/data/ofa-note10/acc_predictor.pth`` or ``supernet:ckpt.pt``) and
+``ofa-predictor:ofa/acc_predictor.pth``, shipped in the package, or ``supernet:ckpt.pt``) and
 opened with :func:`open_accuracy_source`. Every source follows :class:`AccuracySource`:
 
 - ``evaluate(archs) -> np.ndarray``: top-1 accuracy as a fraction in [0, 1], one per arch,
@@ -122,7 +122,7 @@ class OfaPredictorSource(BaseAccuracySource):
         if not self.path.is_file():
             raise CheckpointError(
                 f"OFA accuracy predictor {str(self.path)!r} does not exist",
-                hint="point the workspace's `accuracy` at acc_predictor.pth (e.g. ../shared/data/ofa-note10/)",
+                hint="point the workspace's `accuracy` at OFA's acc_predictor.pth (shipped: ofa/acc_predictor.pth)",
             )
         try:
             sd = torch.load(self.path, map_location="cpu", weights_only=True)
@@ -290,7 +290,7 @@ def split_spec(spec: str) -> tuple[str, str]:
     if not isinstance(spec, str) or ":" not in spec:
         raise BadInputError(
             f"accuracy source spec {spec!r} must be SCHEME:PATH; schemes: {', '.join(ACCURACY_SCHEMES.names())}",
-            hint="e.g. accuracy = \"ofa-predictor:../shared/data/ofa-note10/acc_predictor.pth\"",
+            hint="e.g. accuracy = \"ofa-predictor:ofa/acc_predictor.pth\"",
         )
     scheme, _, rest = spec.partition(":")
     return scheme, rest

@@ -46,7 +46,7 @@ class ArchDataset:
 
 
 def make_header(space: SearchSpace, table_prov: dict[str, Any], acc_prov: dict[str, Any], seed: int) -> dict:
-    from nagkit import __version__
+    from nagkit.version import __version__
 
     return {"nagkit_dataset": FORMAT_VERSION, "space": space.name, "space_def": space.to_dict(),
             "latency_table": _stable(table_prov), "accuracy_source": _stable(acc_prov), "seed": int(seed),
@@ -172,3 +172,36 @@ def rows_done(path: str | Path) -> int:
 def dataset_from_arrays(space: SearchSpace, archs: Sequence[Arch], lat, acc, header=None) -> ArchDataset:
     return ArchDataset(dict(header or {"space": space.name}), list(archs), np.asarray(lat, float),
                        np.asarray(acc, float))
+
+
+def relabel(src: str | Path, dest: str | Path, *, space: SearchSpace, table, table_prov: dict[str, Any]) -> ArchDataset:
+    """A dataset for another latency table without a single accuracy query: the rows of ``src``
+    whose arch lies in ``space`` (e.g. at the resolutions a device's table covers), with their
+    accuracy and the latency ``table`` predicts. Written atomically to ``dest``; the header names
+    the source file (sha256) and keeps its accuracy source and seed."""
+    from nagkit.io import atomic_write_text, sha256_file
+
+    old = load_dataset(src)
+    keep = []
+    for a, c in zip(old.archs, old.accuracy):
+        try:
+            keep.append((space.validate(a), float(c)))
+        except BadInputError:  # e.g. a resolution the device's table does not cover
+            continue
+    if not keep:
+        raise ArtifactError(f"none of the {len(old)} archs of {str(src)!r} lies in space {space.name!r} "
+                            f"(resolutions {list(space.resolutions)})",
+                            hint="profile the device at the space's resolutions (`nagkit profile --resolutions ...`)")
+    archs = [a for a, _ in keep]
+    lat = table.predict_many(space, archs)
+    header = make_header(space, table_prov, old.header.get("accuracy_source", {}), int(old.header.get("seed", 0)))
+    header["sampling"] = (f"relabelled: the archs and accuracies of {Path(src).name} (sha256 "
+                          f"{sha256_file(src)[:16]}, {len(old)} rows, {old.header.get('sampling', 'uniform')}) lying "
+                          f"in this space ({len(keep)} rows), with latency from this table; no accuracy query")
+    source = old.header.get("accuracy_source", {}).get("scheme") or "relabelled"
+    lines = [json.dumps(header)] + [
+        json.dumps({"i": i, "arch": str(a), "ofa": space.to_ofa_dict(a), "latency_ms": round(float(l), 6),
+                    "accuracy": round(c, 6), "source": source})
+        for i, ((a, c), l) in enumerate(zip(keep, lat))]
+    atomic_write_text(dest, "\n".join(lines) + "\n")
+    return load_dataset(dest, space=space)

@@ -10,7 +10,8 @@ Options (the workspace's ``accuracy_options``): ``data_dir``, ``split`` (val|tes
 ``val_seed``, ``calib_images``, ``calib_seed``, ``batch_size``, ``device`` (cpu|cuda),
 ``workers`` (CPU processes, or one process per GPU with ``device = "cuda"``), ``cache`` (a
 JSONL file, relative to the checkpoint's folder: every evaluated arch is appended durably (flush + fsync) and archs already in it
-are not evaluated again, so an interrupted collection resumes).
+are not evaluated again, so an interrupted collection resumes), ``cache_readonly`` (read the
+cache but keep new values in memory only: a workspace shipped in the package is never written).
 
 Sharded collection: ``python -m nagkit.data.supernet_acc --ckpt C --space S --num-archs N --seed K
 --out DIR`` evaluates the archs of ``nagkit dataset``'s seeded stream; under ``torchrun`` rank
@@ -38,7 +39,7 @@ from nagkit.space import Arch, SearchSpace, get_space
 METHOD = "inherited weights + BN recalibration (train subset) + top-1 on split"
 _OPTIONS = {"data_dir": None, "split": "val", "n_val": 5000, "val_seed": 0, "calib_images": 2000, "calib_seed": 0,
             "batch_size": 1000, "device": "cpu", "workers": 1, "cache": None, "threads": None,
-            "eval_images": 0}
+            "eval_images": 0, "cache_readonly": False}
 
 
 def check_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -209,7 +210,7 @@ class SupernetEvaluator:
                 part = todo[i:i + chunk]
                 accs = self._run(part)
                 new = dict(zip(part, accs))
-                if self._cache_path is not None:
+                if self._cache_path is not None and not self.opts["cache_readonly"]:
                     append_results(self._cache_path, new, self._key_fields())
                 self._cache.update(new)
         self.queries += len(keys)

@@ -110,6 +110,28 @@ class Device(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class Preparable(Protocol):
+    """A device that can be contacted and checked before any work (every built-in kind; a
+    plugin may add it). ``runs_on_host``: the measurements use this machine's CPU, so nothing
+    else may run meanwhile (a phone measures on its own: the host converts models meanwhile)."""
+
+    runs_on_host: bool
+
+    def prepare(self) -> dict[str, Any]:
+        """Contact the device and check that it can measure; its facts (as ``info()``). Raises
+        DeviceError (or BadInputError) within seconds when it cannot."""
+        ...
+
+
+def prepare_device(device: Device) -> tuple[dict[str, Any], bool]:
+    """(facts, runs_on_host): the device contacted and checked before any work; a device without
+    :class:`Preparable` is asked for its ``info()`` and treated as running on the host."""
+    if isinstance(device, Preparable):
+        return device.prepare(), bool(device.runs_on_host)
+    return device.info(), True
+
+
 def measure_items(device: Device, items, cfg: MeasureConfig | None = None, *, on_result=None) -> list[LatencyStats]:
     """``device.measure`` over ``items`` in order: ``(model, input_shape)`` pairs or dicts with
     ``model`` and ``input_shape``. ``on_result(i, stats)`` is called as each finishes (so a

@@ -217,6 +217,7 @@ class CpuDevice:
     """The host CPU (see the module doc). Use as a context manager or call ``close()``."""
 
     kind = "cpu"
+    runs_on_host = True
 
     def __init__(self, spec: DeviceSpec | str = "cpu"):
         if isinstance(spec, str):
@@ -259,6 +260,12 @@ class CpuDevice:
 
     def info(self) -> dict[str, Any]:
         return host_info(self.cores)
+
+    def prepare(self) -> dict[str, Any]:
+        """Start the worker (it imports the runtime): a broken runtime fails here, before any work."""
+        with self._lock:
+            self._ensure_worker()
+        return self.info()
 
     def runtime_info(self) -> dict[str, Any]:
         if self._runtime_reply is None:

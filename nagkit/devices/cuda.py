@@ -80,6 +80,7 @@ class CudaDevice:
 
     kind = "cuda"
     model_format = "torch"
+    runs_on_host = True  # the host launches every kernel: nothing else should run meanwhile
 
     def __init__(self, spec: Any = "cuda"):
         from nagkit.devices.spec import DeviceSpec, parse_cuda_spec
@@ -112,6 +113,10 @@ class CudaDevice:
         self.last_replays: int | None = None
 
     # ------------------------------------------------------------------ protocol surface
+
+    def prepare(self) -> dict[str, Any]:
+        """The GPU was checked when this device was made; its facts."""
+        return self.info()
 
     def info(self) -> dict[str, Any]:
         torch = self._torch

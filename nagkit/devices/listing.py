@@ -54,6 +54,9 @@ def list_devices(*, adb: bool = True, cuda: bool = True) -> list[dict[str, Any]]
                 row["description"] = ds.description
         except NagkitError as e:
             row.update({"available": False, "error": e.message})
+            if "placeholder" in e.message:  # android-typical as shipped: a template to copy
+                row["template"] = (f"copy {path} to my-phone.yaml, set its `device:` to your phone (`adb devices` "
+                                   "lists serials), then --device my-phone.yaml")
         rows.append(row)
     for name, ep in sorted(entry_points().items()):
         dist = getattr(ep, "dist", None)
@@ -70,28 +73,31 @@ def _short_path(path: Path | None) -> str:
 
 
 def _adb_rows() -> list[dict[str, Any]]:
-    import shutil
-    import subprocess
+    """Phones the running adb server sees (asked over its socket: no server is started), or a
+    row saying how nagkit reaches phones without one."""
+    from nagkit.devices.adb.server import describe_address, list_devices, server_version
 
-    exe = shutil.which("adb")
-    if exe is None:
+    if server_version() is None:
         return [{"spec": "adb:SERIAL", "kind": "adb", "available": False,
-                 "note": "adb client not installed (apt-get install adb); adb:HOST:PORT still works via adb-shell"}]
+                 "note": f"no adb server running at {describe_address()}: nagkit reaches adb:SERIAL over USB itself "
+                         "(libusb) and adb:HOST:PORT over TCP; `adb devices` starts a server and lists phones"}]
     try:
-        out = subprocess.run([exe, "devices", "-l"], capture_output=True, text=True, timeout=15).stdout
-    except (subprocess.SubprocessError, OSError) as e:
-        return [{"spec": "adb:SERIAL", "kind": "adb", "available": False, "note": f"`adb devices` failed: {e}"}]
+        devices = list_devices()
+    except OSError as e:
+        return [{"spec": "adb:SERIAL", "kind": "adb", "available": False,
+                 "note": f"the adb server at {describe_address()} did not answer: {e}"}]
     rows = []
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) < 2 or line.startswith(("List of devices", "*")):
-            continue
-        row = {"spec": f"adb:{parts[0]}", "kind": "adb", "available": parts[1] == "device", "state": parts[1]}
-        row.update({k: v for k, _, v in (f.partition(":") for f in parts[2:]) if k in ("model", "product")})
-        if parts[1] == "unauthorized":
-            row["note"] = "accept the USB-debugging prompt on the phone"
+    for d in devices:
+        row = {"spec": f"adb:{d.serial}", "kind": "adb", "available": d.state == "device", "state": d.state,
+               "via": f"adb server {describe_address()}"}
+        row.update({k: v for k, v in d.details.items() if k in ("model", "product")})
+        if d.state != "device":
+            from nagkit.devices.adb.server import state_hint
+
+            row["note"] = state_hint(d.state)
         rows.append(row)
     if not rows:
         rows.append({"spec": "adb:SERIAL", "kind": "adb", "available": False,
-                     "note": "no device attached (`adb devices` is empty); adb:HOST:PORT connects over TCP"})
+                     "note": f"the adb server at {describe_address()} sees no phone; for Wi-Fi: "
+                             "`adb connect PHONE_IP:5555`"})
     return rows

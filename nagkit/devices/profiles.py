@@ -17,6 +17,7 @@ from nagkit.devices.kinds import KINDS, profile_keys
 from nagkit.devices.plugins import plugin_for, plugin_names
 from nagkit.devices.spec import BUILTIN_KINDS, HINT, VALID_FORMS, DeviceSpec, unknown_key_error
 from nagkit.errors import BadInputError, UnknownNameError
+from nagkit.resources import DEVICE_PROFILES
 
 PROFILE_ENV = "NAGKIT_PROFILE_PATH"
 PROFILE_COMMON_KEYS = ("name", "description", "notes", "device", "measure")
@@ -24,10 +25,10 @@ PROFILE_COMMON_KEYS = ("name", "description", "notes", "device", "measure")
 
 def profile_dirs() -> list[Path]:
     """Where profile names are looked up: $NAGKIT_PROFILE_PATH, ./device_profiles, then the
-    ``device_profiles/`` shipped beside the nagkit package."""
+    profiles shipped in the package (``nagkit/resources/device_profiles``)."""
     dirs = [Path(p) for p in os.environ.get(PROFILE_ENV, "").split(os.pathsep) if p]
     dirs.append(Path.cwd() / "device_profiles")
-    dirs.append(Path(__file__).resolve().parents[2] / "device_profiles")
+    dirs.append(DEVICE_PROFILES)
     seen, out = set(), []
     for d in dirs:
         key = d.resolve() if d.exists() else d
@@ -78,10 +79,10 @@ def load_profile(path: str | os.PathLike) -> DeviceSpec:
         raise BadInputError(f"cannot read {where}: {e}") from e
     if not isinstance(data, dict):
         raise BadInputError(f"{where} must be a YAML mapping with a `device:` key, got {type(data).__name__}",
-                            hint="see device_profiles/cpu-litert-1t.yaml for an example")
+                            hint=f"see {DEVICE_PROFILES / 'cpu-litert-1t.yaml'} for an example")
     if "device" not in data or not isinstance(data["device"], str):
         raise BadInputError(f"{where} has no `device:` spec (e.g. `device: cpu` or `device: adb:SERIAL`)",
-                            hint="see device_profiles/cpu-litert-1t.yaml for an example")
+                            hint=f"see {DEVICE_PROFILES / 'cpu-litert-1t.yaml'} for an example")
     base_text = data["device"].strip()
     if find_profile(base_text) is not None and base_text.partition(":")[0] not in BUILTIN_KINDS:
         raise BadInputError(f"{where}: `device: {base_text}` names another profile; profiles do not nest",

@@ -157,6 +157,10 @@ def parse_cuda_spec(text: str) -> DeviceSpec:
 _SERIAL_RE = re.compile(r"^[A-Za-z0-9._\-:\[\]]+$")
 
 
+#: What the docs and the shipped android-typical profile write where a device goes.
+ADB_PLACEHOLDERS = ("SERIAL", "HOST:PORT", "PHONE_IP:5555", "PHONE_IP:PORT", "<SERIAL>")
+
+
 def parse_adb_spec(text: str) -> DeviceSpec:
     """``adb:SERIAL`` or ``adb:HOST:PORT``."""
     target = text.partition(":")[2].strip()
@@ -164,6 +168,13 @@ def parse_adb_spec(text: str) -> DeviceSpec:
         raise BadInputError(
             f"device spec {text!r} names no device; write adb:SERIAL (USB) or adb:HOST:PORT (TCP)",
             hint="`adb devices` lists serials; " + HINT,
+        )
+    if target.upper() in ADB_PLACEHOLDERS:
+        raise BadInputError(
+            f"{text!r} is the placeholder from the docs, not a device: put your phone's serial there "
+            "(USB, e.g. adb:R58M123ABC) or its address (Wi-Fi, e.g. adb:192.168.1.20:5555)",
+            hint="`adb devices` lists the serials of attached phones; for Wi-Fi: `adb tcpip 5555`, then "
+                 "adb:PHONE_IP:5555 (in a copied profile: edit its `device:` line)",
         )
     if not _SERIAL_RE.match(target):
         raise BadInputError(

@@ -113,7 +113,7 @@ file_sha256 = sha256_file
 
 def all_versions() -> dict[str, str | None]:
     """nagkit, Python, the converters and the runtimes."""
-    from nagkit import __version__
+    from nagkit.version import __version__
 
     v: dict[str, str | None] = {"nagkit": __version__, "python": platform.python_version()}
     v.update(converter_versions())

@@ -110,29 +110,43 @@ class BlockCache:
         self.dir.mkdir(parents=True, exist_ok=True)
         return convert_module(build_block(layer), layer_input_shape(layer), self.fmt, p)
 
+    def cached(self, key: str) -> bool:
+        p = self.path_for(key)
+        return self.fmt == "torch" or (p.exists() and p.stat().st_size > 0)
+
+    def tasks(self, layers: dict[str, LayerSpec]) -> list[tuple]:
+        """Conversion tasks (for :func:`convert_task`) of the blocks of ``layers`` not cached yet."""
+        if self.fmt == "torch":
+            return []
+        self.dir.mkdir(parents=True, exist_ok=True)
+        return [("block", asdict(layer), self.fmt, str(self.path_for(key)))
+                for key, layer in layers.items() if not self.cached(key)]
+
+    def jobs_for(self, jobs: int | None) -> int | None:
+        if jobs is None and self.fmt == "onnx":
+            return 1  # torch.onnx exports a block in ~30 ms: worker start-up would dominate
+        return jobs
+
+    def converted(self, n: int) -> None:
+        """Count ``n`` blocks converted outside :meth:`get` (the measuring loop counts them as hits)."""
+        self.misses += n
+        self.hits -= n
+
     def prepare(self, layers: dict[str, LayerSpec], jobs: int | None = None, progress: bool = True) -> None:
         """Convert every block of ``layers`` that is not cached yet, ``jobs`` processes at once
         (before any timing starts, so conversions never disturb measurements)."""
-        if self.fmt == "torch":
+        tasks = self.tasks(layers)
+        if not tasks:
             return
-        todo = [(key, layer) for key, layer in layers.items()
-                if not (self.path_for(key).exists() and self.path_for(key).stat().st_size > 0)]
-        if not todo:
-            return
-        self.dir.mkdir(parents=True, exist_ok=True)
-        tasks = [("block", asdict(layer), self.fmt, str(self.path_for(key))) for key, layer in todo]
-        if jobs is None and self.fmt == "onnx":
-            jobs = 1  # torch.onnx exports a block in ~30 ms: worker start-up would dominate
-        convert_many(tasks, jobs=jobs, progress=progress, label="convert blocks")
-        self.misses += len(todo)
-        self.hits -= len(todo)  # the measuring loop counts them as hits
+        convert_many(tasks, jobs=self.jobs_for(jobs), progress=progress, label="convert blocks")
+        self.converted(len(tasks))
 
     def info(self) -> dict[str, Any]:
         return {"dir": str(self.dir), "format": self.fmt, "versions": self.versions,
                 "hits": self.hits, "misses": self.misses}
 
 
-def _convert_task(task: tuple) -> str:
+def convert_task(task: tuple) -> str:
     """One conversion in a worker process: ``("block", layer_dict, fmt, path)`` or
     ``("net", (space_dict, arch_str, seed), fmt, path)``."""
     kind, payload, fmt, path = task
@@ -161,23 +175,15 @@ def default_jobs() -> int:
 def convert_many(tasks: list[tuple], jobs: int | None = None, progress: bool = True,
                  label: str = "convert") -> None:
     """Run conversion tasks in ``jobs`` worker processes (in this process when jobs == 1)."""
-    from nagkit.latency.progress import progress_bar
+    from nagkit.latency.convert_pool import ConversionPool
+    from nagkit.progress import progress_bar
 
     jobs = min(jobs or default_jobs(), len(tasks))
     with progress_bar(progress, len(tasks), 0, label, "convert") as advance:
         if jobs <= 1:
             for t in tasks:
-                advance(Path(_convert_task(t)).name)
+                advance(Path(convert_task(t)).name)
             return
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
-            futs = [ex.submit(_convert_task, t) for t in tasks]
-            try:
-                for f in as_completed(futs):
-                    advance(Path(f.result()).name)
-            except BaseException:
-                for f in futs:
-                    f.cancel()
-                raise
+        with ConversionPool(tasks, jobs) as pool:
+            for path in pool:
+                advance(Path(path).name)

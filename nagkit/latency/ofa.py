@@ -105,7 +105,7 @@ def import_ofa(directory: str | Path, space: SearchSpace, *, device: dict[str, A
             key = scoped(block_key(layer), r)
             entries[key] = {"median_ms": None, "mean_ms": v["mean"], "std_ms": v["std"],
                             "p10_ms": None, "p90_ms": None, "n": v["count"]}
-    from nagkit import __version__
+    from nagkit.version import __version__
 
     resolutions = [r for r, _ in files]
     table = LatencyTable.create(

@@ -9,6 +9,14 @@ record with impossible statistics (an infinite median, n=0, a negative std, p10 
 garbled device output once produced) is skipped with a warning and measured again, instead of
 failing the table build on every resume. The final table is written atomically with the device
 and runtime facts and the versions used.
+
+The device is contacted and checked first (:func:`nagkit.devices.base.prepare_device`), so an
+unreachable phone or a missing ``benchmark_model`` fails in seconds, before any conversion.
+Then, on a device that measures on its own (a phone), conversion and measurement run as a
+pipeline: worker processes convert blocks while the phone measures those already converted. On
+a device that measures on this machine's CPU, every conversion finishes before timing starts,
+so conversions never disturb measurements. Without ``out``, the table goes to
+``latency_tables/<model>-<runtime>-<space>.json`` (:func:`default_table_path`).
 """
 
 from __future__ import annotations
@@ -24,8 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nagkit.devices.base import prepare_device
 from nagkit.errors import ArtifactError, BadInputError, DeviceError, short_repr
-from nagkit.latency.blocks import BlockCache, unique_layers
+from nagkit.latency.blocks import BlockCache, default_jobs, unique_layers
 from nagkit.latency.progress import progress_bar
 from nagkit.latency.table import LatencyTable, stats_problem, utc_now
 from nagkit.space.layers import LayerSpec, layer_input_shape
@@ -231,73 +240,122 @@ class ProfileResult:
 
 
 Progress = Callable[[str, int, int], None]
+TABLES_DIR = "latency_tables"
 
 
-def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | Path, *,
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^a-z0-9.]+", "-", str(text).lower()).strip("-.") or "device"
+
+
+def default_table_path(device, facts: Mapping[str, Any], space: SearchSpace, folder: str | Path = TABLES_DIR) -> Path:
+    """``<folder>/<model>-<runtime>-<space>.json`` for a device (``facts`` from ``prepare``)."""
+    model = facts.get("model") or facts.get("gpu") or facts.get("cpu_model") or device.kind
+    runtime = (device.runtime_info() or {}).get("name") or device.model_format
+    runtime = {"tflite-benchmark_model": "tflite", "torch-cuda": "cuda"}.get(runtime, runtime)
+    return Path(folder) / f"{_slug(model)}-{_slug(runtime)}-{_slug(space.name)}.json"
+
+
+def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | Path | None = None, *,
             resume: bool = False, force: bool = False, cfg=None, cache_dir: str | Path | None = None,
-            progress: bool = True, command: str | None = None, jobs: int | None = None) -> ProfileResult:
-    """Measure every unique block of ``space`` at ``resolutions`` on ``device`` into ``out``.
-
-    Missing conversions are done first, ``jobs`` processes at once; then the blocks are timed
-    one by one, each journalled durably before the next starts."""
+            progress: bool = True, command: str | None = None, jobs: int | None = None,
+            on_start: Callable[[Path, Mapping[str, Any]], None] | None = None) -> ProfileResult:
+    """Measure every unique block of ``space`` at ``resolutions`` on ``device`` into ``out``
+    (default :func:`default_table_path`); see the module doc. ``on_start(out, facts)`` is
+    called once the device has been checked, before any conversion."""
     t0 = time.perf_counter()
-    out = Path(out)
+    facts, on_host = prepare_device(device)  # first: fail in seconds, before any conversion
+    out = Path(out) if out is not None else default_table_path(device, facts, space)
     res = sorted({int(r) for r in resolutions})
     layers = unique_layers(space, res)
     jpath = journal_path(out)
     ident = device_identity(device)
+    if on_start is not None:
+        on_start(out, facts)
     with journal_lock(jpath):
         journal, cache, measured, resumed = _run(device, space, layers, jpath, ident, resume, force, cfg,
-                                                 cache_dir, progress, command, jobs)
+                                                 cache_dir, progress, command, jobs, pipeline=not on_host)
     table = build_table(device, space, res, journal, layers, provenance_extra={
         "journal": str(jpath), "block_cache": cache.info(), "command": command,
         "measure_config": cfg.to_dict() if cfg is not None else "device default",
         "measured_this_run": len(measured), "resumed_from_journal": len(resumed),
-        "elapsed_s": round(time.perf_counter() - t0, 3)})
+        "pipelined": not on_host, "elapsed_s": round(time.perf_counter() - t0, 3)})
     table.save(out)
     return ProfileResult(LatencyTable.load(out), out, jpath, measured, resumed,
                          time.perf_counter() - t0, cache.info())
 
 
-def _run(device, space, layers, jpath: Path, ident, resume: bool, force: bool, cfg, cache_dir, progress: bool,
-         command, jobs):
+def _open_journal(jpath: Path, ident, space, resume: bool, force: bool, command) -> Journal:
     if jpath.exists() and b"\n" not in jpath.read_bytes():
         log.warning("journal %s has no complete line (killed while starting); starting over", jpath)
         jpath.unlink()
     if jpath.exists() and resume:
         journal = Journal.open(jpath)
         check_journal_matches(journal, ident, space)
-    elif jpath.exists() and not force:
+        return journal
+    if jpath.exists() and not force:
         raise BadInputError(
             f"a profile journal already exists at {str(jpath)!r} ({_count_lines(jpath)} lines)",
             hint="pass --resume to continue it (only missing blocks are measured), or --force to start over")
-    else:
-        if resume:
-            log.warning("nothing to resume at %s; starting a new profile", jpath)
-        journal = Journal.create(jpath, {
-            "device_identity": ident, "space": space.name, "space_spec": space.to_dict(),
-            "created": utc_now(), "command": command})
+    if resume:
+        log.warning("nothing to resume at %s; starting a new profile", jpath)
+    return Journal.create(jpath, {
+        "device_identity": ident, "space": space.name, "space_spec": space.to_dict(),
+        "created": utc_now(), "command": command})
+
+
+def _run(device, space, layers, jpath: Path, ident, resume: bool, force: bool, cfg, cache_dir, progress: bool,
+         command, jobs, pipeline: bool = False):
+    journal = _open_journal(jpath, ident, space, resume, force, command)
     cache = BlockCache(device.model_format, cache_dir)
     todo = [(k, l) for k, l in layers.items() if k not in journal.blocks]
     resumed = [k for k in layers if k in journal.blocks]
     if resumed:
         log.info("resuming: %d of %d blocks already measured", len(resumed), len(layers))
     measured: list[str] = []
-    cache.prepare(dict(todo), jobs=jobs, progress=progress)
-    with progress_bar(progress, len(layers), len(resumed), device.spec) as advance:
-        for key, layer in todo:
-            t1 = time.perf_counter()
-            stats = _measure_block(device, cache, key, layer, cfg)
-            problem = stats_problem(stats.to_dict())
-            if problem:  # never journal what the table build would refuse
-                raise DeviceError(f"{device.spec} returned impossible statistics for block {key}: it {problem}",
-                                  hint="rerun with --resume to measure it again; if it repeats, check the device "
-                                       "and its benchmark tool")
-            journal.append(key, stats.to_dict(), layer=_layer_dict(layer),
-                           wall_s=round(time.perf_counter() - t1, 4))
-            measured.append(key)
-            advance(key)
+
+    def measure(key: str, layer: LayerSpec, advance, note: str = "") -> None:
+        t1 = time.perf_counter()
+        stats = _measure_block(device, cache, key, layer, cfg)
+        problem = stats_problem(stats.to_dict())
+        if problem:  # never journal what the table build would refuse
+            raise DeviceError(f"{device.spec} returned impossible statistics for block {key}: it {problem}",
+                              hint="rerun with --resume to measure it again; if it repeats, check the device "
+                                   "and its benchmark tool")
+        journal.append(key, stats.to_dict(), layer=_layer_dict(layer), wall_s=round(time.perf_counter() - t1, 4))
+        measured.append(key)
+        advance(key + note)
+
+    if not pipeline:
+        cache.prepare(dict(todo), jobs=jobs, progress=progress)
+        with progress_bar(progress, len(layers), len(resumed), device.spec) as advance:
+            for key, layer in todo:
+                measure(key, layer, advance)
+        return journal, cache, measured, resumed
+    _pipeline(cache, todo, jobs, progress, len(layers), len(resumed), device.spec, measure)
     return journal, cache, measured, resumed
+
+
+def _pipeline(cache: BlockCache, todo, jobs, progress: bool, total: int, done: int, label: str, measure) -> None:
+    """Measure the cached blocks, then each block as soon as a worker has converted it."""
+    from nagkit.latency.convert_pool import ConversionPool
+
+    layer_of = dict(todo)
+    tasks = cache.tasks(layer_of)
+    key_of = {str(cache.path_for(k)): k for k in layer_of}
+    converting = {key_of[t[3]] for t in tasks}
+    ready = [(k, l) for k, l in todo if k not in converting]
+    n_jobs = cache.jobs_for(jobs) or default_jobs()
+    log.info("pipeline: %d block(s) cached, %d to convert in %d process(es) while the device measures",
+             len(ready), len(tasks), min(n_jobs, len(tasks)))
+    with ConversionPool(tasks, n_jobs) as pool, progress_bar(progress, total, done, label) as advance:
+        for key, layer in ready:
+            measure(key, layer, advance)
+        for i, path in enumerate(pool, start=1):
+            cache.converted(1)
+            key = key_of[path]
+            measure(key, layer_of[key], advance, f" (converted {i}/{len(tasks)})")
 
 
 def _measure_block(device, cache: BlockCache, key: str, layer: LayerSpec, cfg):

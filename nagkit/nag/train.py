@@ -228,7 +228,7 @@ def _json_path(pt: Path) -> Path:
 
 def save_model(path: str | Path, model: torch.nn.Module, provenance: dict[str, Any], report: dict[str, Any]) -> str:
     """Write ``X.pt`` and ``X.json`` atomically; returns the sha256 of ``X.pt``."""
-    from nagkit import __version__
+    from nagkit.version import __version__
 
     path = Path(path)
     meta = {"schema": ARTIFACT_SCHEMA, "kind": type(model).__name__.lower(), **model.config_dict(),

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from nagkit.errors import NagkitError
 from nagkit.io import current_umask
+from nagkit.runtimes.quiet import native_stderr_captured
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +75,12 @@ def _native_stdout_to_stderr() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _captured(what: str) -> Iterator[io.StringIO]:
-    """Capture Python-level stdout/stderr of a converter; log it at DEBUG level."""
+    """Capture a converter's output: Python-level stdout/stderr and native descriptors 1 and 2
+    (:mod:`nagkit.runtimes.quiet`; shown with ``-v``); log it at DEBUG level."""
     buf = io.StringIO()
     try:
-        with _native_stdout_to_stderr(), contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+        with native_stderr_captured(buf), _native_stdout_to_stderr(), contextlib.redirect_stdout(buf), \
+                contextlib.redirect_stderr(buf):
             yield buf
     finally:
         text = buf.getvalue().strip()
@@ -148,7 +151,8 @@ def to_tflite(module, example, path: str | os.PathLike) -> Path:
     if not log.isEnabledFor(logging.DEBUG):
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
-        import litert_torch
+        with native_stderr_captured():  # absl, oneDNN and torch's pytree warning at import (-v shows them)
+            import litert_torch
     except ImportError as e:  # pragma: no cover - depends on the install
         raise ConversionError(
             "TFLite export needs litert-torch, which is not installed here",

@@ -15,6 +15,7 @@ import numpy as np
 
 from nagkit.errors import ArtifactError, DeviceError
 from nagkit.runtimes.base import InputError, LoadedModel, LoadError, check_shape, expect_single, random_input
+from nagkit.runtimes.quiet import native_stderr_captured
 
 
 def interpreter_class() -> tuple[type, str]:
@@ -43,9 +44,12 @@ def interpreter_settings(threads: int) -> dict[str, Any]:
 
 
 def open_interpreter(path: str | os.PathLike, threads: int):
-    """An interpreter for ``path`` (tensors not yet allocated: a caller may resize inputs first)."""
-    cls, _ = interpreter_class()
-    return cls(model_path=str(path), **interpreter_settings(threads))
+    """An interpreter for ``path`` (tensors not yet allocated: a caller may resize inputs first).
+    LiteRT's native INFO lines ("Created TensorFlow Lite XNNPACK delegate") stay off the console
+    unless ``-v`` (:mod:`nagkit.runtimes.quiet`)."""
+    with native_stderr_captured():
+        cls, _ = interpreter_class()
+        return cls(model_path=str(path), **interpreter_settings(threads))
 
 
 class LiteRTModel(LoadedModel):
@@ -55,7 +59,8 @@ class LiteRTModel(LoadedModel):
     def _load(self) -> None:
         try:
             self._interp = open_interpreter(self.path, self.threads)
-            self._interp.allocate_tensors()
+            with native_stderr_captured():
+                self._interp.allocate_tensors()
         except DeviceError:
             raise
         except Exception as e:

@@ -26,7 +26,7 @@ SPACES.register(
     ),
 )
 
-# Fashion-MNIST (the embedded default workspace, examples/workspaces/fmnist). 28x28 grayscale
+# Fashion-MNIST (the embedded default workspace, nagkit/resources/workspaces/fmnist). 28x28 grayscale
 # upscaled to r in {28, 32, 36, 40}; stem stride 1 (total stride 16, so r=28 ends at 2x2);
 # width 0.5 (1.8M supernet parameters, 7 MB checkpoint). Why: docs/decisions.md.
 FMNIST_LABELS = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",

@@ -119,8 +119,9 @@ def test_missing_binary_and_bad_model(loopback, adb_profile, tmp_path):
     onnx.write_bytes(b"x")
     nowhere = {**adb_profile, "benchmark_binary": None, "benchmark_remote": "/data/local/tmp/elsewhere/benchmark_model"}
     with AdbDevice(loopback.serial, nowhere) as dev:
-        with pytest.raises(BadInputError, match="no benchmark_model on the device"):
+        with pytest.raises(DeviceError, match="has no benchmark_model at /data/local/tmp/elsewhere") as ei:
             dev.measure(onnx, (1, 3, 16, 16))
+        assert "--benchmark-binary" in ei.value.hint
     with AdbDevice(loopback.serial, adb_profile) as dev:
         with pytest.raises(BadInputError, match="TFLite"):
             dev.measure(onnx, (1, 3, 16, 16))

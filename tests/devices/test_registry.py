@@ -129,7 +129,7 @@ def test_shipped_profiles_load():
     assert ds.profile.endswith("cpu-litert-1t.yaml") and ds.source == "cpu-litert-1t"
     ort = parse_device_spec("cpu-onnxruntime-1t")
     assert (ort.get("runtime"), ort.get("threads")) == ("onnxruntime", 1)
-    cuda = load_profile(ROOT / "device_profiles" / "cuda.yaml")
+    cuda = load_profile(ROOT / "nagkit" / "resources" / "device_profiles" / "cuda.yaml")
     assert (cuda.kind, cuda.get("mode"), cuda.get("index")) == ("cuda", "graph", 0)
     # `cuda` alone stays the built-in spec, not the profile of the same name
     assert parse_device_spec("cuda").profile is None
@@ -308,12 +308,23 @@ def test_list_devices_reports_installed_runtimes_and_profiles():
     assert any(s.endswith("cuda.yaml") for s in profiles)  # shadowed by `cuda`: listed by path
 
 
-def test_list_devices_survives_a_missing_adb_client(monkeypatch):
-    import shutil
+def test_list_devices_without_an_adb_server_says_how_phones_are_reached(monkeypatch):
+    import socket
 
-    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("ADB_SERVER_SOCKET", f"tcp:127.0.0.1:{port}")
     rows = [r for r in list_devices(cuda=False) if r["kind"] == "adb"]
-    assert len(rows) == 1 and not rows[0]["available"] and "apt-get install adb" in rows[0]["note"]
+    assert len(rows) == 1 and not rows[0]["available"]
+    assert "no adb server running" in rows[0]["note"] and "adb:HOST:PORT over TCP" in rows[0]["note"]
+
+
+def test_the_shipped_android_profile_is_a_template_not_a_reachable_device():
+    rows = {r["spec"]: r for r in list_devices(adb=False, cuda=False) if r["kind"] == "profile"}
+    row = rows["android-typical"]
+    assert row["available"] is False and "placeholder" in row["error"]
+    assert "android-typical.yaml" in row["template"] and "`device:`" in row["template"]
 
 
 def test_cli_devices_json(capsys):

@@ -16,7 +16,7 @@ from nagkit.space import get_space, sample_many
 from tests.cli.helpers import run_cli
 from tests.latency.conftest import NOTE10_DIR
 
-COMMITTED = Path(__file__).resolve().parents[2] / "latency_tables" / "note10.json"
+COMMITTED = Path(__file__).resolve().parents[2] / "nagkit" / "resources" / "latency_tables" / "note10.json"
 
 # OFA w1.2 layout, written out from the rules in the data folder's README (not from nagkit).
 WIDTHS = [24, 32, 48, 96, 136, 192]

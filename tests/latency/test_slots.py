@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def tables():
-    yield "note10", get_space("ofa-mbv3-w1.2"), LatencyTable.load(ROOT / "latency_tables" / "note10.json")
+    yield "note10", get_space("ofa-mbv3-w1.2"), LatencyTable.load(ROOT / "nagkit" / "resources" / "latency_tables" / "note10.json")
     yield "cpu", get_space("ofa-mbv3-w1.0").replace(resolutions=(224,)), LatencyTable.load(
-        ROOT / "latency_tables" / "cpu-litert-1t-ofa-mbv3-w1.0.json")  # calibrated (grouped)
+        ROOT / "nagkit" / "resources" / "latency_tables" / "cpu-litert-1t-ofa-mbv3-w1.0.json")  # calibrated (grouped)
     yield "macs", tiny_space(), MacsLatencyTable()
 
 
@@ -35,7 +35,7 @@ def test_slot_latency_equals_the_tables_prediction_and_range(name, space, table)
 
 
 def test_per_resolution_bounds_hold_for_every_row():
-    space, table = get_space("ofa-mbv3-w1.2"), LatencyTable.load(ROOT / "latency_tables" / "note10.json")
+    space, table = get_space("ofa-mbv3-w1.2"), LatencyTable.load(ROOT / "nagkit" / "resources" / "latency_tables" / "note10.json")
     lat = SlotLatency(table, space)
     dec = ops.random_decisions(space, 2000, np.random.default_rng(1))
     ms = lat(dec)

@@ -52,7 +52,7 @@ def test_every_sample_fits_on_a_calibrated_paper_scale_table():
 
     root = Path(__file__).resolve().parents[2]
     space = get_space("ofa-mbv3-w1.2")
-    lat = SlotLatency(LatencyTable.load(root / "latency_tables" / "note10.json"), space)
+    lat = SlotLatency(LatencyTable.load(root / "nagkit" / "resources" / "latency_tables" / "note10.json"), space)
     gen = fresh(GeneratorConfig(hidden=16, token_dim=4), space, lat)
     b = budgets_across(lat, 12)
     dec, bud = sample_archs(gen, b, 50, seed=2)

@@ -135,7 +135,9 @@ def test_compare_rules():
 
 
 def test_converter_output_never_reaches_stdout(capfd, tmp_path):
-    """Results go to stdout; converters' chatter (Python and native) must not."""
+    """Results go to stdout; converters' chatter (Python and native, on fd 1 and 2) must not, nor
+    the console unless -v; it is kept for error messages."""
+    import logging
     import os
 
     from nagkit.runtimes import convert
@@ -143,8 +145,16 @@ def test_converter_output_never_reaches_stdout(capfd, tmp_path):
     with convert._captured("test") as buf:
         print("python-level chatter")
         os.write(1, b"native chatter on fd 1\n")
+        os.write(2, b"native chatter on fd 2\n")
     out, err = capfd.readouterr()
-    assert "chatter" not in out and "native chatter on fd 1" in err
-    assert "python-level chatter" in buf.getvalue()
+    assert "chatter" not in out and "chatter" not in err
+    assert all(t in buf.getvalue() for t in ("python-level", "on fd 1", "on fd 2"))
+    logging.getLogger("nagkit").setLevel(logging.INFO)  # -v
+    try:
+        with convert._captured("test"):
+            os.write(2, b"shown with -v\n")
+    finally:
+        logging.getLogger("nagkit").setLevel(logging.NOTSET)
+    assert "shown with -v" in capfd.readouterr().err
     print("result line")
     assert capfd.readouterr().out == "result line\n"  # fd 1 restored

@@ -30,7 +30,7 @@ def main() -> int:
     here = Path(__file__).resolve().parent
     ap = argparse.ArgumentParser()
     ap.add_argument("--compare", default=str(here / "compare.json"))
-    ap.add_argument("--ckpt", default="examples/workspaces/fmnist/supernet/supernet.pt")
+    ap.add_argument("--ckpt", default="nagkit/resources/workspaces/fmnist/supernet/supernet.pt")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--out", required=True)

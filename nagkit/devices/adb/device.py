@@ -1,8 +1,11 @@
 """``AdbDevice``: TFLite models timed on an Android phone with ``benchmark_model`` over ADB.
 
-Transport (:mod:`.transport`) + runner (``benchmark_model`` pinned with ``taskset``) + parser
-(:mod:`nagkit.devices.benchmark_model`). Models are pushed once, cached on the device under
-their sha256. When the phone's thermal status is raised (``dumpsys thermalservice``) the run
+Transport (:mod:`.connect` picks the adb server, :mod:`.server`, or adb-shell, :mod:`.transport`)
++ runner (``benchmark_model`` pinned with ``taskset``) + parser
+(:mod:`nagkit.devices.benchmark_model`). :meth:`AdbDevice.prepare` contacts the phone and makes
+sure ``benchmark_model`` is there (pushing the one named by ``benchmark_binary``) before any
+work, so a missing phone or binary fails in seconds. Models are pushed once, cached on the
+device under their sha256. When the phone's thermal status is raised (``dumpsys thermalservice``) the run
 waits for it to cool down (bounded) and is retried.
 """
 
@@ -16,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nagkit.devices.adb.connect import MODES, open_transport
 from nagkit.devices.adb.transport import AdbTransport, quote_command
 from nagkit.devices.base import LatencyStats, MeasureConfig
 from nagkit.io import sha256_file
@@ -44,10 +48,15 @@ DEFAULTS: dict[str, Any] = {
     "cooldown_max_s": 300.0,  # give up cooling down after this long
     "thermal_retries": 2,  # re-measure this often when the phone got hot during a run
     "adb_key": None,  # ADB private key; default ~/.android/adbkey (created if missing)
+    "adb_transport": "auto",  # auto | server | adb-shell (nagkit.devices.adb.connect)
     "connect_timeout_s": 10.0,
     "reconnect_retries": 3,  # reconnect-and-retry attempts when the device drops
     "run_timeout_s": 600.0,  # one benchmark_model run
 }
+#: How to get TensorFlow Lite's benchmark_model onto a phone (the fix when it is missing).
+BINARY_HINT = ("download android_aarch64_benchmark_model (LiteRT/TensorFlow Lite performance page: "
+               "https://ai.google.dev/edge/litert/models/measurement) and pass --benchmark-binary PATH "
+               "(it is pushed once), or set benchmark_binary in the device profile")
 #: Keys a profile file may carry for the registry; ignored here.
 META_KEYS = {"name", "device", "spec", "description", "kind", "transport", "runtime", "serial", "notes"}
 THERMAL_NAMES = ["NONE", "LIGHT", "MODERATE", "SEVERE", "CRITICAL", "EMERGENCY", "SHUTDOWN"]
@@ -121,6 +130,8 @@ def validate_profile(profile: dict[str, Any] | None) -> dict[str, Any]:
             raise BadInputError(f"ADB profile {key!r} must be an absolute device path, got {out[key]!r}")
     if not isinstance(out["extra_args"], (list, tuple)):
         raise BadInputError(f"ADB profile 'extra_args' must be a list of flags, got {out['extra_args']!r}")
+    if out["adb_transport"] not in MODES:
+        raise BadInputError(f"ADB profile 'adb_transport' must be one of {', '.join(MODES)}, got {out['adb_transport']!r}")
     if out["adb_key"] is not None:
         out["adb_key"] = os.path.expanduser(str(out["adb_key"]))
     if out["benchmark_binary"] is not None:
@@ -147,14 +158,13 @@ class AdbDevice:
 
     kind = "adb"
     model_format = "tflite"
+    runs_on_host = False  # the phone measures: the host may convert models meanwhile
 
     def __init__(self, target: str, profile: dict[str, Any] | None = None, *, transport: AdbTransport | None = None):
         self.profile = validate_profile(profile)
-        p = self.profile
         self.target = target
         self.spec = f"adb:{target}"
-        self.transport = transport or AdbTransport(target, key_path=p["adb_key"], timeout_s=p["connect_timeout_s"],
-                                                   retries=p["reconnect_retries"], command_timeout_s=p["run_timeout_s"])
+        self.transport = transport or open_transport(target, self.profile)
         self._binary_ready = False
         self._binary_sha: str | None = None
         self._pushed: dict[str, str] = {}  # sha256 -> remote path
@@ -234,6 +244,14 @@ class AdbDevice:
             self._sha_cache[key] = _sha256(path)
         return self._sha_cache[key]
 
+    def prepare(self) -> dict[str, Any]:
+        """Contact the phone and make sure it can measure (``benchmark_model`` present, pushed
+        from ``benchmark_binary`` when given); its facts (:meth:`info`). Fails in seconds, before
+        any conversion, when the phone is unreachable, unauthorised or lacks the binary."""
+        self.transport.connect()
+        self._ensure_binary()
+        return self.info()
+
     def _ensure_binary(self) -> None:
         if self._binary_ready:
             return
@@ -242,9 +260,7 @@ class AdbDevice:
         if p["benchmark_binary"]:
             local = Path(p["benchmark_binary"])
             if not local.is_file():
-                raise BadInputError(f"benchmark binary {str(local)!r} does not exist",
-                                    hint="download TFLite's android_aarch64_benchmark_model and set "
-                                         "benchmark_binary in the device profile, or pass --benchmark-binary")
+                raise BadInputError(f"benchmark binary {str(local)!r} does not exist", hint=BINARY_HINT)
             self._binary_sha = sha = self._file_sha(local)
             marker = f"{remote}.sha256"
             _, size, _ = self.transport.stat(remote)
@@ -255,9 +271,8 @@ class AdbDevice:
         else:
             mode, _, _ = self.transport.stat(remote)
             if not mode:
-                raise BadInputError(f"no benchmark_model on the device at {remote!r} and no benchmark_binary "
-                                    "in the profile", hint="set benchmark_binary in the device profile (a local "
-                                                           "android_aarch64_benchmark_model) or --benchmark-binary")
+                raise DeviceError(f"{self.spec} has no benchmark_model at {remote} and none was given to push",
+                                  hint=BINARY_HINT)
         self.transport.shell(["chmod", "755", remote])
         self._binary_ready = True
 

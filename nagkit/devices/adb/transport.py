@@ -222,6 +222,8 @@ class AdbTransport:
                                    "which holds the USB interface") from e
 
     def connect(self) -> AdbTransport:
+        if self._dev is not None:
+            return self
         if self._signer is None:
             self._signer = load_or_create_key(self.key_path)
         dev = self._make_device()

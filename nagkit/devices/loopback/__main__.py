@@ -20,11 +20,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runner", help="also write the benchmark_model stand-in to this host path")
     ap.add_argument("--no-runner", action="store_true",
                     help="do not pre-place the benchmark_model stand-in at /data/local/tmp/nagkit/benchmark_model")
+    ap.add_argument("--time-scale", type=float, default=1.0,
+                    help="the benchmark_model stand-in spends this times the seconds its flags ask for (default 1)")
     ap.add_argument("-v", "--verbose", action="count", default=0)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING - 10 * args.verbose, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    adbd = LoopbackAdbd(args.sandbox, args.port, auth=not args.no_auth, install_runner=not args.no_runner).start()
+    adbd = LoopbackAdbd(args.sandbox, args.port, auth=not args.no_auth, install_runner=not args.no_runner,
+                        time_scale=args.time_scale).start()
     if args.runner:
         write_benchmark_runner(args.runner)
     # the address on stdout (one line) so a parent process can read the port

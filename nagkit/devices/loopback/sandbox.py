@@ -154,6 +154,16 @@ class Sandbox:
                 write_benchmark_runner(runner)
         return self
 
+    def set_time_scale(self, scale: float) -> None:
+        """Make the benchmark_model stand-in spend ``scale`` times the seconds its flags ask for
+        (``--min_secs``, ``--warmup_min_secs``): a quick stand-in for tests that time many models.
+        The counts (``--num_runs``, ``--warmup_runs``) still hold."""
+        if not scale > 0:
+            raise SandboxError(f"time scale must be > 0, got {scale!r}")
+        tmp = self.state / ".time_scale.tmp"
+        tmp.write_text(f"{float(scale)!r}\n")
+        os.replace(tmp, self.state / "time_scale")
+
     def set_thermal_status(self, status: int) -> None:
         tmp = self.state / ".thermal_status.tmp"
         tmp.write_text(f"{int(status)}\n")

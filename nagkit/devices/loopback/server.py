@@ -247,9 +247,10 @@ class LoopbackAdbd:
     ``start()``/``stop()``. ``serial`` is ``127.0.0.1:PORT``, what ``adb connect`` shows."""
 
     def __init__(self, sandbox: str | os.PathLike, port: int = 0, *, host: str = "127.0.0.1", auth: bool = True,
-                 install_runner: bool = True):
+                 install_runner: bool = True, time_scale: float = 1.0):
         self.sandbox = Sandbox(Path(sandbox))
         self.install_runner = install_runner
+        self.time_scale = time_scale
         self.host, self._port, self.auth = host, port, auth
         self._listener: socket.socket | None = None
         self._connections: set[_Connection] = set()
@@ -342,6 +343,7 @@ class LoopbackAdbd:
     # -- lifecycle
     def start(self) -> LoopbackAdbd:
         self.sandbox.prepare(install_runner=self.install_runner)
+        self.sandbox.set_time_scale(self.time_scale)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, self._port))

@@ -1,0 +1,112 @@
+"""`nagkit profile` (and ``nagkit.profile()``): a device measured block by block into a table.
+
+What the command adds to :func:`nagkit.latency.profiler.profile`: the defaults (the default
+workspace's space, every resolution of it, ``latency_tables/<model>-<runtime>-<space>.json``),
+opening the device with ``--benchmark-binary``, and the optional calibration afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nagkit.errors import BadInputError
+
+
+@dataclass(frozen=True)
+class ProfileOptions:
+    """``space``: a space name or JSON file (default: the default workspace's); ``resolutions``:
+    default all of the space's; ``out``: default ``latency_tables/<model>-<runtime>-<space>.json``;
+    ``benchmark_binary``: a phone's ``benchmark_model`` to push; ``calibrate``: then measure N
+    whole networks and fit the table's calibration."""
+
+    space: str | None = None
+    resolutions: Sequence[int] | None = None
+    out: str | Path | None = None
+    benchmark_binary: str | None = None
+    resume: bool = False
+    force: bool = False
+    cache_dir: str | Path | None = None
+    jobs: int | None = None
+    progress: bool = True
+    calibrate: int = 0
+    calibrate_seed: int = 1
+    command: str | None = None
+
+
+def default_space_name() -> str:
+    """The default workspace's space: a table of it re-targets the default workspace."""
+    from nagkit.app.workspace import DEFAULT_PRESET, load_workspace
+
+    return load_workspace(DEFAULT_PRESET).space.name
+
+
+def space_from_arg(text: str):
+    """A registered space name, or a JSON file holding a space definition (SearchSpace fields)."""
+    import json
+
+    from nagkit.space import SearchSpace, get_space
+
+    if text.endswith(".json"):
+        p = Path(text)
+        if not p.is_file():
+            raise BadInputError(f"space file {text!r} does not exist", hint="list named spaces with `nagkit space show`")
+        try:
+            return SearchSpace.from_dict(json.loads(p.read_text()))
+        except json.JSONDecodeError as e:
+            raise BadInputError(f"space file {text!r} is not valid JSON: {e}") from None
+    return get_space(text)
+
+
+def open_device(spec, benchmark_binary: str | None = None):
+    """The device to profile (``spec``: a spec string, a DeviceSpec or an open device)."""
+    from nagkit.devices.registry import get_device, parse_device_spec
+
+    if not spec:
+        raise BadInputError("no device given", hint="pass --device, e.g. --device adb:SERIAL (`adb devices` lists "
+                                                    "serials) or --device cpu; `nagkit devices` lists what is here")
+    if not isinstance(spec, str):
+        if benchmark_binary is not None:
+            raise BadInputError("benchmark_binary goes with a device spec, not an open device")
+        return spec
+    if benchmark_binary is None:
+        return get_device(spec)
+    ds = parse_device_spec(spec)
+    if ds.kind != "adb":
+        raise BadInputError(f"--benchmark-binary is for phones over ADB; {spec!r} is a {ds.kind} device",
+                            hint="drop --benchmark-binary")
+    return get_device(ds, benchmark_binary=benchmark_binary)
+
+
+def run_profile(device, options: ProfileOptions = ProfileOptions(), *,
+                on_start: Callable[[Path, Mapping[str, Any], Any, list[int]], None] | None = None):
+    """Profile ``device`` (a spec or an open device, closed at the end only when opened here).
+    Returns ``(ProfileResult, table)``, the table calibrated when asked. ``on_start(out, facts,
+    space, resolutions)`` runs once the device has been checked, before any conversion."""
+    from nagkit.latency.profiler import profile
+
+    o = options
+    sp = space_from_arg(o.space or default_space_name())
+    res = sorted({int(r) for r in o.resolutions}) if o.resolutions else list(sp.resolutions)
+    bad = [r for r in res if r not in sp.resolutions]
+    if bad:
+        raise BadInputError(f"resolution(s) {bad} not in space {sp.name!r}; allowed: "
+                            f"{', '.join(map(str, sp.resolutions))}")
+    dev = open_device(device, o.benchmark_binary)
+    start = None if on_start is None else (lambda out, facts: on_start(out, facts, sp, res))
+    try:
+        result = profile(dev, sp, res, o.out, resume=o.resume, force=o.force, cache_dir=o.cache_dir,
+                         progress=o.progress, command=o.command, jobs=o.jobs, on_start=start)
+        table = result.table
+        if o.calibrate > 0:
+            from nagkit.latency.validate import calibrate
+
+            table = calibrate(table, dev, sp, o.calibrate, seed=o.calibrate_seed, resolutions=res,
+                              cache_dir=o.cache_dir, progress=o.progress, jobs=o.jobs)
+            table.save(result.out)
+    finally:
+        if dev is not device:
+            dev.close()
+    return result, table
