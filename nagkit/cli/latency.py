@@ -199,7 +199,9 @@ def describe_calibration(c: dict) -> str:
                 f"intercept {c['intercept_ms']:+.4f} ms; fit MAPE {c['fit_error']:.2f}%{loo}, raw MAPE "
                 f"{c.get('raw_mape', float('nan')):.2f}%, n={c['n_fit']})")
     raw = f", raw MAPE {c['raw_mape']:.2f}%" if "raw_mape" in c else ""
-    return (f"measured ≈ {c['scale']:.4f} × sum + {c['offset']:.4f} ms (fit MAPE {c['fit_error']:.2f}%{raw}, "
+    loo = f", leave-one-out MAPE {c['loo_mape']:.2f}% ({c['loo_within_5pct']:.0%} within ±5%)" \
+        if "loo_mape" in c else ""
+    return (f"measured ≈ {c['scale']:.4f} × sum + {c['offset']:.4f} ms (fit MAPE {c['fit_error']:.2f}%{loo}{raw}, "
             f"n={c['n_fit']})")
 
 
@@ -222,6 +224,28 @@ progress_option = click.option("--progress/--no-progress", default=True, show_de
                                help="Progress bar with ETA on stderr.")
 
 
+class _NetworkCount(click.ParamType):
+    """``--calibrate [N]``: a count of networks >= 0, or nothing (the flag alone: the default count)."""
+
+    name = "N"
+
+    def convert(self, value, param, ctx):
+        if value is None or value == _DEFAULT_COUNT or isinstance(value, int):
+            return value
+        try:
+            n = int(value)
+        except (TypeError, ValueError):
+            n = -1
+        if n < 0:
+            self.fail(f"{value!r} is not a number of networks; give N >= 0 (0: no calibration), or --calibrate "
+                      "alone for the default count, e.g. `nagkit profile ... --calibrate`", param, ctx)
+        return n
+
+
+_DEFAULT_COUNT = "default"
+
+
+
 @click.command("profile")
 @device_option
 @space_option
@@ -230,8 +254,11 @@ progress_option = click.option("--progress/--no-progress", default=True, show_de
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="Output table (JSON).")
 @click.option("--resume", is_flag=True, help="Continue the journal beside --out; measure only missing blocks.")
 @click.option("--force", is_flag=True, help="Discard an existing journal and start over.")
-@click.option("--calibrate", "n_cal", type=int, default=0, show_default=True,
-              help="Then measure N random whole networks and fit the table's calibration.")
+@click.option("--calibrate", "n_cal", type=_NetworkCount(), default=None, is_flag=False, flag_value=_DEFAULT_COUNT,
+              metavar="[N]",
+              help="Then measure random whole networks and calibrate the table on them: N networks, or "
+                   "without N as many as the default scheme needs (e.g. 30 for ofa-mbv3 at one "
+                   "resolution). Adopted only if it beats the raw block sum on held-out networks.")
 @click.option("--calibrate-seed", type=int, default=1, show_default=True, help="Seed of the calibration archs.")
 @cache_option
 @jobs_option
@@ -243,18 +270,27 @@ def profile(device_spec, space_name, res_text, out, resume, force, n_cal, calibr
     """Measure every unique block of a space on a device into a latency table (resumable)."""
     from nagkit.latency.profiler import profile as run_profile
 
+    from nagkit.latency.calibration import MIN_NETWORKS
+
     sp = get_space_arg(space_name)
     res = _parse_resolutions(res_text, sp) or list(sp.resolutions)
+    if isinstance(n_cal, int) and 0 < n_cal < MIN_NETWORKS:  # refused before any block is measured
+        from nagkit.errors import BadInputError
+
+        raise BadInputError(f"--calibrate {n_cal}: a calibration needs at least {MIN_NETWORKS} measured networks "
+                            "(one scale and offset, checked leave-one-out)",
+                            hint="give --calibrate alone for the default count, or leave it out (no calibration)")
     dev = _open_device(device_spec)
     try:
         result = run_profile(dev, sp, res, out, resume=resume, force=force, cache_dir=cache_dir,
                              progress=progress, command=_command_line(), jobs=jobs)
-        table = result.table
-        if n_cal > 0:
+        table, cal_result = result.table, None
+        if n_cal:  # None or 0: no calibration; "default": the default count
             from nagkit.latency.validate import calibrate
 
-            table = calibrate(table, dev, sp, n_cal, seed=calibrate_seed, resolutions=res,
-                              cache_dir=cache_dir, progress=progress, jobs=jobs)
+            cal_result = calibrate(table, dev, sp, None if n_cal == _DEFAULT_COUNT else n_cal, seed=calibrate_seed,
+                                   resolutions=res, cache_dir=cache_dir, progress=progress, jobs=jobs)
+            table = cal_result.apply(table)
             table.save(out)
     finally:
         dev.close()
@@ -262,6 +298,9 @@ def profile(device_spec, space_name, res_text, out, resume, force, n_cal, calibr
     d["calibration"] = table.calibration.to_dict() if table.calibration else None
     if d["calibration"]:
         d["calibration"] = {k: v for k, v in d["calibration"].items() if k not in _FIT_DATA}
+    if cal_result is not None:
+        d["fidelity"] = cal_result.record
+        d["calibration_summary"] = cal_result.summary()
 
     def human(r):
         lines = [f"profiled {r['entries']} blocks of {r['space']} at {r['resolutions']} on {r['device']} "
@@ -272,15 +311,19 @@ def profile(device_spec, space_name, res_text, out, resume, force, n_cal, calibr
         c = r["calibration"]
         if c:
             lines.append(f"calibration: {describe_calibration(c)}")
+        if r.get("calibration_summary"):
+            lines.append(r["calibration_summary"])
         return "\n".join(lines)
 
     emit(d, as_json, human)
+    _warn_fidelity(d.get("fidelity"))
 
 
-group_by_option = click.option("--group-by", type=click.Choice(["auto", "kind", "kind-in", "kind-in-k"]),
+group_by_option = click.option("--group-by", type=click.Choice(["auto", "global", "kind", "kind-in", "kind-in-k"]),
                                default="auto", show_default=True,
-                               help="Calibration groups: a factor per block kind / input size / kernel; "
-                                    "auto keeps the scheme with the lowest leave-one-out error.")
+                               help="Calibration model: one scale and offset (global), or a factor per block "
+                                    "kind / input size / kernel; auto keeps, among the schemes the networks "
+                                    "suffice for, the one with the lowest leave-one-out error.")
 shrinkage_option = click.option("--shrinkage", type=click.FloatRange(min=0.0, min_open=True), default=None,
                                 help="Pull of each group's factor toward the global scale, in networks "
                                      "(default 1).")
@@ -289,8 +332,10 @@ shrinkage_option = click.option("--shrinkage", type=click.FloatRange(min=0.0, mi
 @lut.command("calibrate")
 @lut_option
 @device_option
-@click.option("--samples", "n", type=click.IntRange(min=1), default=100, show_default=True,
-              help="Random whole networks to measure and fit on.")
+@click.option("--samples", "n", type=click.IntRange(min=1), default=None,
+              help="Random whole networks to measure and fit on (default: as many as the default scheme "
+                   "needs, e.g. 30 for ofa-mbv3 at one resolution; fewer than a scheme needs is refused, "
+                   "or with --group-by auto the finer schemes are left out).")
 @click.option("--resolutions", "res_text", default=None, help="Resolutions to sample (default: the table's).")
 @click.option("--exclude-seed", type=int, default=None,
               help="Leave out the networks `nagkit lut validate --seed S` measures (up to 1000 samples), "
@@ -310,9 +355,10 @@ shrinkage_option = click.option("--shrinkage", type=click.FloatRange(min=0.0, mi
 @verbosity_option
 def calibrate_cmd(lut_path, device_spec, n, res_text, exclude_seed, refit, out, group_by, shrinkage, seed,
                   cache_dir, jobs, progress, as_json) -> None:
-    """Fit the table's grouped calibration on N measured random whole networks:
-    measured ≈ intercept + Σ_g factor_g × (table latency of the arch's blocks in group g)."""
-    from nagkit.latency.calibration import DEFAULT_SHRINKAGE, refit_calibration
+    """Calibrate the table on N measured random whole networks: measured ≈ intercept +
+    Σ_g factor_g × (table latency of the arch's blocks in group g), the scheme with the lowest
+    held-out (leave-one-out) error, adopted only if it beats the raw block sum there."""
+    from nagkit.latency.calibration import DEFAULT_SHRINKAGE, refit_result
     from nagkit.latency.table import LatencyTable
     from nagkit.latency.validate import calibrate, random_archs
 
@@ -320,22 +366,34 @@ def calibrate_cmd(lut_path, device_spec, n, res_text, exclude_seed, refit, out, 
     sp = table.space()
     res = _parse_resolutions(res_text, sp)
     if refit:
-        new = refit_calibration(table, sp, group_by=group_by,
-                                shrinkage=DEFAULT_SHRINKAGE if shrinkage is None else shrinkage)
+        result = refit_result(table, sp, group_by=group_by,
+                              shrinkage=DEFAULT_SHRINKAGE if shrinkage is None else shrinkage)
     else:
         exclude = []
         if exclude_seed is not None:  # archs are drawn in sequence: the first 1000 cover any validate run
-            exclude = random_archs(sp, max(n, 1000), exclude_seed,
+            exclude = random_archs(sp, max(n or 0, 1000), exclude_seed,
                                    res or [r for r in table.resolutions if r in sp.resolutions])
         dev = _open_device(device_spec, table)
         try:
-            new = calibrate(table, dev, sp, n, seed=seed, resolutions=res, cache_dir=cache_dir, progress=progress,
-                            jobs=jobs, exclude=exclude, group_by=group_by, shrinkage=shrinkage)
+            result = calibrate(table, dev, sp, n, seed=seed, resolutions=res, cache_dir=cache_dir,
+                               progress=progress, jobs=jobs, exclude=exclude, group_by=group_by, shrinkage=shrinkage)
         finally:
             dev.close()
+    new = result.apply(table)
     path = new.save(out or lut_path)
-    c = {k: v for k, v in new.calibration.to_dict().items() if k not in _FIT_DATA}
-    emit({"out": str(path), **c}, as_json, lambda r: f"calibration: {describe_calibration(r)} -> {r['out']}")
+    c = {k: v for k, v in result.candidate.to_dict().items() if k not in _FIT_DATA}
+    emit({"out": str(path), "adopted": result.adopted, "fidelity": result.record, **c}, as_json,
+         lambda r: f"{result.summary()}\ncalibration: {describe_calibration(r)}"
+                   f"{'' if r['adopted'] else ' (not adopted)'} -> {r['out']}")
+    _warn_fidelity(result.record)
+
+
+def _warn_fidelity(rec: dict | None) -> None:
+    """A one-line warning on stderr when ±5% is not reached (the details are in the result)."""
+    import logging
+
+    if rec and rec.get("verdict") and not rec["verdict"]["meets_5pct"]:
+        logging.getLogger("nagkit.latency").warning("%s", rec["verdict"]["text"])
 
 
 @lut.command("validate")
@@ -384,11 +442,17 @@ def validate_cmd(lut_path, device_spec, n, res_text, plot, min_within_5, seed, c
                 lines.append(f"{name:<10} MAPE {m['mape']:.2f}%  within ±5% {m['within_5pct']:.0%}  "
                              f"±10% {m['within_10pct']:.0%}  Spearman {m['spearman']:.3f}  "
                              f"bias {m['mean_signed_error_pct']:+.2f}%")
+        nz = r.get("noise") or {}
+        if nz.get("single_measurement_sd_pct") is not None:
+            lines.append(f"noise      one measurement varies by {nz['single_measurement_sd_pct']:.2f}% (sd) here; "
+                         f"{nz['remeasured']} network(s) measured again, {nz['still_noisy']} stayed noisy")
+        lines.append(("" if r["verdict"]["meets_5pct"] else "WARNING: ") + r["verdict"]["text"])
         if r.get("plot"):
             lines.append(f"plot -> {r['plot']}")
         return "\n".join(lines)
 
     emit(rep, as_json, human)
+    _warn_fidelity(rep)
     if min_within_5 is not None:
         m = rep["calibrated"] or rep["raw"]
         if m["within_5pct"] < min_within_5:
