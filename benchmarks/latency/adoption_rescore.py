@@ -7,6 +7,11 @@ positive, adopted only when its leave-one-out MAPE beats the raw block sum's). T
 scored on the validation networks the benchmark recorded (``results/<name>.json``, disjoint from
 the fit networks): the raw sum, the calibration the table shipped with, and the rule's result.
 
+``counts``: how many networks the default needs. For N in 10..80, 10 random subsets of N of the
+table's recorded calibration networks are calibrated with the same rules and scored on the same
+validation networks (mean and worst fraction within ±5%). The measurements are the reference
+machine's (bench_cpu.py protocol: quiet, nice -20, pinned), so this isolates the count from noise.
+
     python benchmarks/latency/adoption_rescore.py     # -> results/adoption_rescore.json
 """
 
@@ -26,7 +31,9 @@ NAMES = ("cpu-litert-1t-ofa-mbv3-w1.0", "cpu-onnxruntime-1t-ofa-mbv3-w1.0", "cud
 
 def main() -> int:
     from nagkit.io import atomic_write_json
-    from nagkit.latency.calibration import refit_result
+    from dataclasses import replace
+
+    from nagkit.latency.calibration import calibrate_measured, plan_calibration, refit_result
     from nagkit.latency.table import LatencyTable, utc_now
     from nagkit.latency.validate import fidelity
 
@@ -53,11 +60,31 @@ def main() -> int:
                      "held_out_on_fit_networks": result.record["held_out"],
                      "fitted_schemes": result.record["plan"]["fitted_schemes"],
                      "lowest_prediction_ms": ruled.lowest_prediction(space), **score(ruled)}}
+        counts = {}
+        raw_table = replace(table, calibration=None, _cache={})
+        fa, fm = table.calibration.details["fit_archs"], np.asarray(table.calibration.details["fit_measured_ms"])
+        for n in (10, 20, 30, 50, 80):
+            if n >= len(fa):
+                continue
+            w5, schemes, adopted = [], [], 0
+            for rep in range(10):
+                idx = np.random.default_rng(rep).choice(len(fa), n, replace=False)
+                plan = plan_calibration(raw_table, space, n, resolutions=[r for r in table.resolutions
+                                                                          if r in space.resolutions])
+                res_n = calibrate_measured(raw_table, space, [fa[i] for i in idx], fm[idx], plan=plan)
+                adopted += res_n.adopted
+                schemes.append(res_n.record["scheme"])
+                w5.append(fidelity(res_n.apply(raw_table).predict_many(space, archs), meas)["within_5pct"])
+            counts[n] = {"within_5pct_mean": round(float(np.mean(w5)), 4), "within_5pct_worst": float(np.min(w5)),
+                         "adopted": f"{adopted}/10", "schemes": sorted(set(schemes))}
+        out["tables"][name]["counts"] = counts
         r = out["tables"][name]
         print(f"{name}: raw MAPE {r['raw_sum']['mape']:.2f}% | shipped ({r['shipped_calibration']['scheme']}) "
               f"{r['shipped_calibration']['mape']:.2f}% | rule: {'adopted' if result.adopted else 'NOT adopted'} "
               f"{r['rule']['scheme']} -> {r['rule']['mape']:.2f}% ({r['rule']['within_5pct']:.0%} within ±5%)",
               file=sys.stderr)
+        print("  counts: " + ", ".join(f"{n}: {c['within_5pct_mean']:.1%} (worst {c['within_5pct_worst']:.0%})"
+                                       for n, c in counts.items()), file=sys.stderr)
     atomic_write_json(ROOT / "benchmarks" / "latency" / "results" / "adoption_rescore.json", out)
     return 0
 

@@ -257,8 +257,8 @@ _DEFAULT_COUNT = "default"
 @click.option("--calibrate", "n_cal", type=_NetworkCount(), default=None, is_flag=False, flag_value=_DEFAULT_COUNT,
               metavar="[N]",
               help="Then measure random whole networks and calibrate the table on them: N networks, or "
-                   "without N as many as the default scheme needs (e.g. 30 for ofa-mbv3 at one "
-                   "resolution). Adopted only if it beats the raw block sum on held-out networks.")
+                   "without N the default count (80; the finer schemes are fitted only when the "
+                   "networks suffice for them). Adopted only if it beats the raw block sum on held-out networks.")
 @click.option("--calibrate-seed", type=int, default=1, show_default=True, help="Seed of the calibration archs.")
 @cache_option
 @jobs_option
@@ -333,8 +333,8 @@ shrinkage_option = click.option("--shrinkage", type=click.FloatRange(min=0.0, mi
 @lut_option
 @device_option
 @click.option("--samples", "n", type=click.IntRange(min=1), default=None,
-              help="Random whole networks to measure and fit on (default: as many as the default scheme "
-                   "needs, e.g. 30 for ofa-mbv3 at one resolution; fewer than a scheme needs is refused, "
+              help="Random whole networks to measure and fit on (default: 80, or what a --group-by scheme "
+                   "needs when more; fewer than a scheme needs is refused, "
                    "or with --group-by auto the finer schemes are left out).")
 @click.option("--resolutions", "res_text", default=None, help="Resolutions to sample (default: the table's).")
 @click.option("--exclude-seed", type=int, default=None,

@@ -11,7 +11,7 @@ import pytest
 
 from nagkit.devices.base import LatencyStats
 from nagkit.errors import ArtifactError, BadInputError
-from nagkit.latency.calibration import (FLOOR_RATIO, MIN_NETWORKS, NETWORKS_PER_PARAMETER, calibrate_measured,
+from nagkit.latency.calibration import (DEFAULT_NETWORKS, FLOOR_RATIO, MIN_NETWORKS, NETWORKS_PER_PARAMETER, calibrate_measured,
                                         default_networks, fit_grouped, parameter_count, plan_calibration,
                                         refit_result, verdict)
 from nagkit.latency.table import LatencyTable
@@ -31,7 +31,10 @@ def test_parameters_count_only_what_varies_between_networks(lat_space, lat_table
     assert 2 < k_in < k_in_k
     # at two resolutions the fixed layers differ between networks: they are identifiable
     assert parameter_count(lat_table, lat_space, "kind", [32, 40]) > 2
-    assert default_networks(lat_table, lat_space, one_r) == max(MIN_NETWORKS, NETWORKS_PER_PARAMETER * k_in)
+    assert default_networks(lat_table, lat_space, one_r) == DEFAULT_NETWORKS
+    # a scheme named needs its own count, when more than the default
+    assert default_networks(lat_table, lat_space, [32, 40], "kind-in-k") == max(
+        DEFAULT_NETWORKS, NETWORKS_PER_PARAMETER * parameter_count(lat_table, lat_space, "kind-in-k", [32, 40]))
 
 
 def test_too_few_networks_are_refused_or_the_model_reduced(lat_space, lat_table):
