@@ -120,6 +120,7 @@ def show_cmd(lut_path: str, as_json: bool) -> None:
 
     table = LatencyTable.load(lut_path)
     s = table.summary()
+    s["fidelity"] = table.provenance.get("fidelity")  # the held-out check of `--calibrate` / `lut calibrate`
     kinds = Counter(split_scope(k)[1].split("-")[0] for k in table.entries)
     s["entries_by_kind"] = dict(sorted(kinds.items()))
     try:
@@ -157,6 +158,8 @@ def show_cmd(lut_path: str, as_json: bool) -> None:
             lines.append(f"calibration {describe_calibration(c)}")
         else:
             lines.append("calibration none (predictions are raw block sums)")
+        if r.get("fidelity"):
+            lines.append(f"fidelity   {describe_fidelity(r['fidelity'])}")
         return "\n".join(lines)
 
     emit(s, as_json, human)
@@ -187,6 +190,17 @@ def _open_device(spec: str | None, table=None):
     if not spec:
         raise BadInputError("no device given", hint="pass --device, e.g. --device cpu (see `nagkit devices`)")
     return get_device(spec)
+
+
+def describe_fidelity(f: dict) -> str:
+    """One line for a table's fidelity record (``provenance.fidelity``)."""
+    ho, nz = f["held_out"], f.get("noise") or {}
+    sd = nz.get("single_measurement_sd_pct")
+    return (f"held out ({ho['method']}): {'calibrated' if f['adopted'] else 'raw (calibration not adopted)'} "
+            f"{(ho['calibrated_within_5pct'] if f['adopted'] else ho['raw_within_5pct']):.0%} within ±5%, MAPE "
+            f"{(ho['calibrated_mape'] if f['adopted'] else ho['raw_mape']):.2f}%; measurement noise "
+            f"{'unknown' if sd is None else f'{sd:.2f}% sd'}"
+            + ("" if (f.get("verdict") or {}).get("meets_5pct", True) else " — below the ±5% target"))
 
 
 def describe_calibration(c: dict) -> str:

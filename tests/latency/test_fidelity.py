@@ -114,6 +114,9 @@ def test_a_calibration_worse_than_raw_on_held_out_networks_is_not_adopted(lat_sp
     np.testing.assert_allclose(table.predict_many(lat_space, archs), lat_table.predict_many(lat_space, archs))
     # the rejected fit is kept, so it can be refitted (same rules) from the table alone
     p = table.save(tmp_path / "t.json")
+    shown = run_cli_inproc(["lut", "show", str(p)], capsys)  # the held-out check is shown with the table
+    assert shown.code == 0 and "fidelity   held out (leave-one-out" in shown.out
+    assert "calibration not adopted" in shown.out and f"MAPE {ho['raw_mape']:.2f}%" in shown.out
     again = refit_result(LatencyTable.load(p), lat_space)
     assert not again.adopted and again.record["held_out"] == pytest.approx(ho)
     out = run_cli_inproc(["lut", "calibrate", "--lut", str(p), "--refit", "--json"], capsys)
