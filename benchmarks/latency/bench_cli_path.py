@@ -165,6 +165,9 @@ def main(argv=None) -> int:
     ap.add_argument("--plain-runs", type=int, default=30, help="timed runs per network per pass (plain timer)")
     ap.add_argument("--export-check", type=int, default=2, help="re-export this many networks with nagkit export")
     ap.add_argument("--results-dir", default=str(ROOT / "benchmarks" / "latency" / "results"))
+    ap.add_argument("--table", default=None,
+                    help="with --phases validate,plain: check this existing table (e.g. a shipped one) instead of "
+                         "the one the profile phase writes")
     ap.add_argument("--tag", default="")
     args = ap.parse_args(argv)
 
@@ -180,7 +183,9 @@ def main(argv=None) -> int:
     name = f"cli-path-{args.runtime}-{space.name}-r{args.resolution}{args.tag}"
     work = Path(args.work) / name
     cache = work / "cache"
-    table_path = work / "table.json"
+    table_path = Path(args.table).resolve() if args.table else work / "table.json"
+    if args.table and "profile" in args.phases:
+        raise SystemExit("--table is for --phases validate,plain (the profile phase writes its own table)")
     result_path = Path(args.results_dir) / f"{name}.json"
     report = json.loads(result_path.read_text()) if result_path.exists() else {}
     report.update({"benchmark": "latency/bench_cli_path.py", "space": space.name, "resolution": args.resolution,
@@ -188,6 +193,7 @@ def main(argv=None) -> int:
                    "machine": machine_info(), "argv": sys.argv[1:], "updated": utc_now(),
                    "loadavg_at_start": os.getloadavg()})
     report.setdefault("phases", {})
+    report["table"] = str(table_path)
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     device = str(ROOT / "device_profiles" / f"{PROFILES[args.runtime]}.yaml")
 
