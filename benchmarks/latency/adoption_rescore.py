@@ -34,6 +34,7 @@ def main() -> int:
     from dataclasses import replace
 
     from nagkit.latency.calibration import calibrate_measured, plan_calibration, refit_result
+    from nagkit.latency.calibration_model import lowest_prediction
     from nagkit.latency.table import LatencyTable, utc_now
     from nagkit.latency.validate import fidelity
 
@@ -59,7 +60,7 @@ def main() -> int:
             "rule": {"adopted": result.adopted, "scheme": result.record["scheme"], "reason": result.record["reason"],
                      "held_out_on_fit_networks": result.record["held_out"],
                      "fitted_schemes": result.record["plan"]["fitted_schemes"],
-                     "lowest_prediction_ms": ruled.lowest_prediction(space), **score(ruled)}}
+                     "lowest_prediction_ms": lowest_prediction(ruled, space), **score(ruled)}}
         counts = {}
         raw_table = replace(table, calibration=None, _cache={})
         fa, fm = table.calibration.details["fit_archs"], np.asarray(table.calibration.details["fit_measured_ms"])

@@ -48,7 +48,7 @@ import numpy as np
 
 from nagkit.errors import ArtifactError, BadInputError
 from nagkit.io import atomic_write_json
-from nagkit.latency.calibration_model import Calibration
+from nagkit.latency.calibration_model import Calibration, check_positive
 from nagkit.latency.keys import block_key, scoped
 from nagkit.space.arch import Arch
 from nagkit.space.space import SearchSpace
@@ -205,13 +205,7 @@ class LatencyTable:
                     space_spec=sp["spec"], resolutions=tuple(res), entries=entries, stat=obj["stat"],
                     created=obj["created"], calibration=cal, provenance=obj["provenance"], path=path)
         if cal is not None:  # issue 12: no table predicts a latency <= 0
-            low = table.lowest_prediction()
-            if low is not None and not low > 0:
-                raise ArtifactError(
-                    f"latency table {src!r}: calibration predicts {low:.4g} ms for the fastest network of "
-                    f"{sp['name']!r}; a latency must be > 0, so it is refused",
-                    hint="re-fit it with `nagkit lut calibrate --lut T --device D` (the fit keeps every "
-                         "prediction positive)")
+            check_positive(table, src)
         return table
 
     # -- lookup --------------------------------------------------------------------------
@@ -359,30 +353,6 @@ class LatencyTable:
                 rhi += max(cmax[d - 1] for d in space.depth_list)
             lo, hi = min(lo, rlo), max(hi, rhi)
         return float(lo), float(hi)
-
-    def lowest_prediction(self, space: SearchSpace | None = None) -> float | None:
-        """The lowest calibrated prediction (ms) over every arch of the space the table can
-        predict (its resolutions in the space; archs needing a missing block are skipped);
-        ``None`` without a calibration or when no arch can be predicted."""
-        if self.calibration is None:
-            return None
-        if space is None:
-            try:
-                space = self.space()
-            except BadInputError:  # a foreign space definition: nothing can be predicted with it
-                return None
-        low, md = math.inf, space.max_depth
-        for r in (r for r in self.resolutions if r in space.resolutions):
-            fixed, slots = self.slot_arrays(space, r, calibrated=True)
-            if not np.isfinite(fixed):
-                continue
-            smin = np.where(np.isfinite(slots), slots, np.inf).reshape(slots.shape[0], -1).min(axis=1)
-            total = fixed
-            for s in range(space.n_stages):
-                cmin = np.cumsum(smin[s * md:(s + 1) * md])
-                total += min(cmin[d - 1] for d in space.depth_list)
-            low = min(low, float(total))
-        return low if math.isfinite(low) else None
 
     def missing_keys(self, space: SearchSpace, resolutions: Iterable[int] | None = None) -> list[str]:
         """Keys the space needs (at ``resolutions``) that the table lacks, sorted."""

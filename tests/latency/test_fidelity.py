@@ -14,6 +14,7 @@ from nagkit.errors import ArtifactError, BadInputError
 from nagkit.latency.calibration import (DEFAULT_NETWORKS, FLOOR_RATIO, MIN_NETWORKS, NETWORKS_PER_PARAMETER, calibrate_measured,
                                         default_networks, fit_grouped, parameter_count, plan_calibration,
                                         refit_result, verdict)
+from nagkit.latency.calibration_model import lowest_prediction
 from nagkit.latency.table import LatencyTable
 from nagkit.latency.validate import measure_networks, network_noise, random_archs
 from tests.cli.helpers import run_cli_inproc
@@ -79,7 +80,7 @@ def test_no_prediction_ever_falls_below_the_floor(lat_space, lat_table, scheme):
     every = list(all_archs(space))
     pred, raw = t.predict_many(space, every), t.predict_many(space, every, calibrated=False)
     assert np.all(pred >= FLOOR_RATIO * raw * (1 - 1e-9))
-    assert t.lowest_prediction() == pytest.approx(pred.min()) and pred.min() > 0
+    assert lowest_prediction(t) == pytest.approx(pred.min()) and pred.min() > 0
     assert cal.base_ms < 0  # the floor binds: without it this fit predicts <= 0 (issue 12)
 
 
@@ -94,7 +95,7 @@ def test_loading_refuses_a_calibration_that_predicts_zero_or_less(lat_space, lat
     d["calibration"]["offset"] = -0.5 * lo
     (tmp_path / "t.json").write_text(json.dumps(d))
     t = LatencyTable.load(tmp_path / "t.json")
-    assert t.lowest_prediction() == pytest.approx(0.5 * lo)
+    assert lowest_prediction(t) == pytest.approx(0.5 * lo)
 
 
 def test_a_calibration_worse_than_raw_on_held_out_networks_is_not_adopted(lat_space, lat_table, tmp_path, capsys):
