@@ -38,7 +38,7 @@ def profile(device: Any, *, space: str | None = None, resolutions: Sequence[int]
     :class:`~nagkit.latency.profiler.ProfileResult` (``.out`` the table's path, ``.table``)."""
     from nagkit.app.profile import ProfileOptions, run_profile
 
-    result, _ = run_profile(device, ProfileOptions(
+    result, _, _ = run_profile(device, ProfileOptions(
         space=space, resolutions=resolutions, out=out, benchmark_binary=benchmark_binary, resume=resume, force=force,
         cache_dir=cache_dir, jobs=jobs, progress=progress, calibrate=calibrate, command="nagkit.profile()"))
     return result

@@ -397,16 +397,18 @@ def main(argv=None) -> int:
         with device() as dev, LoadSampler() as load:
             t0 = time.perf_counter()
             cfg = net_cfg(dev)
-            table = calibrate(table, dev, space, args.calib, seed=1, resolutions=res, cache_dir=nets_cache,
-                              jobs=args.jobs, exclude=val_archs, cfg=cfg, passes=args.passes,
-                              group_by=args.group_by)
+            result = calibrate(table, dev, space, args.calib, seed=1, resolutions=res, cache_dir=nets_cache,
+                               jobs=args.jobs, exclude=val_archs, cfg=cfg, passes=args.passes,
+                               group_by=args.group_by)
             wall = time.perf_counter() - t0
+        table = result.apply(table)  # without a calibration when it does not beat the raw sum held out
         table.save(table_tmp)
-        c = table.calibration
+        c = result.candidate
         assert not set(c.details["fit_archs"]) & {str(a) for a in val_archs}
         report["phases"]["calibrate"] = {
             "wall_s": round(wall, 2), "n": args.calib, "seed": 1, "disjoint_from_validation": True,
             "interleaved": False, "passes": args.passes, "measure_config": cfg.to_dict(), **_cal_summary(c),
+            "adopted": result.adopted, "fidelity": result.record,
             "load": load.summary(), "quiet_wait": q, "busy_processes_at_start": before,
             "busy_processes_at_end": busy_processes(), "when": utc_now()}
         print(f"calibration: {c.model} ({c.group_by}), fit MAPE {c.fit_error:.2f}%, leave-one-out MAPE "

@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from nagkit.errors import BadInputError
+from nagkit.latency.calibration import MIN_NETWORKS
+
+DEFAULT_COUNT = "default"  # ``calibrate``: the default number of networks
 
 
 @dataclass(frozen=True)
@@ -20,7 +23,8 @@ class ProfileOptions:
     """``space``: a space name or JSON file (default: the default workspace's); ``resolutions``:
     default all of the space's; ``out``: default ``latency_tables/<model>-<runtime>-<space>.json``;
     ``benchmark_binary``: a phone's ``benchmark_model`` to push; ``calibrate``: then measure N
-    whole networks and fit the table's calibration."""
+    whole networks and calibrate the table on them (``"default"``: the default count; 0 or None:
+    no calibration; adopted only if it beats the raw block sum on held-out networks)."""
 
     space: str | None = None
     resolutions: Sequence[int] | None = None
@@ -31,7 +35,7 @@ class ProfileOptions:
     cache_dir: str | Path | None = None
     jobs: int | None = None
     progress: bool = True
-    calibrate: int = 0
+    calibrate: int | str | None = 0
     calibrate_seed: int = 1
     command: str | None = None
 
@@ -83,11 +87,16 @@ def open_device(spec, benchmark_binary: str | None = None):
 def run_profile(device, options: ProfileOptions = ProfileOptions(), *,
                 on_start: Callable[[Path, Mapping[str, Any], Any, list[int]], None] | None = None):
     """Profile ``device`` (a spec or an open device, closed at the end only when opened here).
-    Returns ``(ProfileResult, table)``, the table calibrated when asked. ``on_start(out, facts,
+    Returns ``(ProfileResult, table, calibration)``: the table calibrated when asked, and the
+    calibration's result (:class:`nagkit.latency.validate` ``calibrate``; None without one). ``on_start(out, facts,
     space, resolutions)`` runs once the device has been checked, before any conversion."""
     from nagkit.latency.profiler import profile
 
     o = options
+    if isinstance(o.calibrate, int) and 0 < o.calibrate < MIN_NETWORKS:  # refused before any block is measured
+        raise BadInputError(f"--calibrate {o.calibrate}: a calibration needs at least {MIN_NETWORKS} measured "
+                            "networks (one scale and offset, checked leave-one-out)",
+                            hint="give --calibrate alone for the default count, or leave it out (no calibration)")
     sp = space_from_arg(o.space or default_space_name())
     res = sorted({int(r) for r in o.resolutions}) if o.resolutions else list(sp.resolutions)
     bad = [r for r in res if r not in sp.resolutions]
@@ -99,14 +108,16 @@ def run_profile(device, options: ProfileOptions = ProfileOptions(), *,
     try:
         result = profile(dev, sp, res, o.out, resume=o.resume, force=o.force, cache_dir=o.cache_dir,
                          progress=o.progress, command=o.command, jobs=o.jobs, on_start=start)
-        table = result.table
-        if o.calibrate > 0:
+        table, cal = result.table, None
+        if o.calibrate:  # None or 0: no calibration; "default": the default count
             from nagkit.latency.validate import calibrate
 
-            table = calibrate(table, dev, sp, o.calibrate, seed=o.calibrate_seed, resolutions=res,
-                              cache_dir=o.cache_dir, progress=o.progress, jobs=o.jobs)
+            cal = calibrate(table, dev, sp, None if o.calibrate == DEFAULT_COUNT else o.calibrate,
+                            seed=o.calibrate_seed, resolutions=res, cache_dir=o.cache_dir, progress=o.progress,
+                            jobs=o.jobs)
+            table = cal.apply(table)
             table.save(result.out)
     finally:
         if dev is not device:
             dev.close()
-    return result, table
+    return result, table, cal

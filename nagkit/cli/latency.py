@@ -108,6 +108,7 @@ def show_cmd(lut_path: str, as_json: bool) -> None:
 
     table = LatencyTable.load(lut_path)
     s = table.summary()
+    s["fidelity"] = table.provenance.get("fidelity")  # the held-out check of `--calibrate` / `lut calibrate`
     kinds = Counter(split_scope(k)[1].split("-")[0] for k in table.entries)
     s["entries_by_kind"] = dict(sorted(kinds.items()))
     try:
@@ -145,6 +146,8 @@ def show_cmd(lut_path: str, as_json: bool) -> None:
             lines.append(f"calibration {describe_calibration(c)}")
         else:
             lines.append("calibration none (predictions are raw block sums)")
+        if r.get("fidelity"):
+            lines.append(f"fidelity   {describe_fidelity(r['fidelity'])}")
         return "\n".join(lines)
 
     emit(s, as_json, human)
@@ -188,6 +191,17 @@ def _open_device(spec: str | None, table=None):
     return get_device(spec)
 
 
+def describe_fidelity(f: dict) -> str:
+    """One line for a table's fidelity record (``provenance.fidelity``)."""
+    ho, nz = f["held_out"], f.get("noise") or {}
+    sd = nz.get("single_measurement_sd_pct")
+    return (f"held out ({ho['method']}): {'calibrated' if f['adopted'] else 'raw (calibration not adopted)'} "
+            f"{(ho['calibrated_within_5pct'] if f['adopted'] else ho['raw_within_5pct']):.0%} within ±5%, MAPE "
+            f"{(ho['calibrated_mape'] if f['adopted'] else ho['raw_mape']):.2f}%; measurement noise "
+            f"{'unknown' if sd is None else f'{sd:.2f}% sd'}"
+            + ("" if (f.get("verdict") or {}).get("meets_5pct", True) else " — below the ±5% target"))
+
+
 def describe_calibration(c: dict) -> str:
     """One line for a calibration record (linear or grouped)."""
     if c.get("model") == "grouped":
@@ -198,7 +212,9 @@ def describe_calibration(c: dict) -> str:
                 f"intercept {c['intercept_ms']:+.4f} ms; fit MAPE {c['fit_error']:.2f}%{loo}, raw MAPE "
                 f"{c.get('raw_mape', float('nan')):.2f}%, n={c['n_fit']})")
     raw = f", raw MAPE {c['raw_mape']:.2f}%" if "raw_mape" in c else ""
-    return (f"measured ≈ {c['scale']:.4f} × sum + {c['offset']:.4f} ms (fit MAPE {c['fit_error']:.2f}%{raw}, "
+    loo = f", leave-one-out MAPE {c['loo_mape']:.2f}% ({c['loo_within_5pct']:.0%} within ±5%)" \
+        if "loo_mape" in c else ""
+    return (f"measured ≈ {c['scale']:.4f} × sum + {c['offset']:.4f} ms (fit MAPE {c['fit_error']:.2f}%{loo}{raw}, "
             f"n={c['n_fit']})")
 
 
@@ -221,6 +237,27 @@ progress_option = click.option("--progress/--no-progress", default=True, show_de
                                help="Progress bar with ETA on stderr.")
 
 
+class _NetworkCount(click.ParamType):
+    """``--calibrate [N]``: a count of networks >= 0, or nothing (the flag alone: the default count)."""
+
+    name = "N"
+
+    def convert(self, value, param, ctx):
+        if value is None or value == _DEFAULT_COUNT or isinstance(value, int):
+            return value
+        try:
+            n = int(value)
+        except (TypeError, ValueError):
+            n = -1
+        if n < 0:
+            self.fail(f"{value!r} is not a number of networks; give N >= 0 (0: no calibration), or --calibrate "
+                      "alone for the default count, e.g. `nagkit profile ... --calibrate`", param, ctx)
+        return n
+
+
+_DEFAULT_COUNT = "default"  # nagkit.app.profile.DEFAULT_COUNT (not imported: the CLI imports lazily)
+
+
 @click.command("profile")
 @device_option
 @click.option("--space", "space_name", default=None,
@@ -234,8 +271,11 @@ progress_option = click.option("--progress/--no-progress", default=True, show_de
                    "pushed once. Default: the one already on the phone.")
 @click.option("--resume", is_flag=True, help="Continue the journal beside --out; measure only missing blocks.")
 @click.option("--force", is_flag=True, help="Discard an existing journal and start over.")
-@click.option("--calibrate", "n_cal", type=int, default=0, show_default=True,
-              help="Then measure N random whole networks and fit the table's calibration.")
+@click.option("--calibrate", "n_cal", type=_NetworkCount(), default=None, is_flag=False, flag_value=_DEFAULT_COUNT,
+              metavar="[N]",
+              help="Then measure random whole networks and calibrate the table on them: N networks, or "
+                   "without N the default count (80; the finer schemes are fitted only when the "
+                   "networks suffice for them). Adopted only if it beats the raw block sum on held-out networks.")
 @click.option("--calibrate-seed", type=int, default=1, show_default=True, help="Seed of the calibration archs.")
 @cache_option
 @jobs_option
@@ -261,14 +301,17 @@ def profile(device_spec, space_name, res_text, out, benchmark_binary, resume, fo
             + f", resolutions {','.join(map(str, res))}: {len(unique_layers(sp, res))} unique blocks")
         log(f"table    {path}")
 
-    result, table = run_profile(device_spec, ProfileOptions(
-        space=space_name, resolutions=_resolutions_text(res_text), out=out, benchmark_binary=benchmark_binary, resume=resume, force=force,
-        cache_dir=cache_dir, jobs=jobs, progress=progress, calibrate=n_cal, calibrate_seed=calibrate_seed,
+    result, table, cal_result = run_profile(device_spec, ProfileOptions(
+        space=space_name, resolutions=_resolutions_text(res_text), out=out, benchmark_binary=benchmark_binary,
+        resume=resume, force=force, cache_dir=cache_dir, jobs=jobs, progress=progress, calibrate=n_cal, calibrate_seed=calibrate_seed,
         command=_command_line()), on_start=started)
     d = result.to_dict()
     d["calibration"] = table.calibration.to_dict() if table.calibration else None
     if d["calibration"]:
         d["calibration"] = {k: v for k, v in d["calibration"].items() if k not in _FIT_DATA}
+    if cal_result is not None:
+        d["fidelity"] = cal_result.record
+        d["calibration_summary"] = cal_result.summary()
 
     def human(r):
         lines = [f"profiled {r['entries']} blocks of {r['space']} at {r['resolutions']} on {r['device']} "
@@ -279,16 +322,20 @@ def profile(device_spec, space_name, res_text, out, benchmark_binary, resume, fo
         c = r["calibration"]
         if c:
             lines.append(f"calibration: {describe_calibration(c)}")
+        if r.get("calibration_summary"):
+            lines.append(r["calibration_summary"])
         lines.append(f"next: nagkit build --budget B --export tflite --device {r['device']}")
         return "\n".join(lines)
 
     emit(d, as_json, human)
+    _warn_fidelity(d.get("fidelity"))
 
 
-group_by_option = click.option("--group-by", type=click.Choice(["auto", "kind", "kind-in", "kind-in-k"]),
+group_by_option = click.option("--group-by", type=click.Choice(["auto", "global", "kind", "kind-in", "kind-in-k"]),
                                default="auto", show_default=True,
-                               help="Calibration groups: a factor per block kind / input size / kernel; "
-                                    "auto keeps the scheme with the lowest leave-one-out error.")
+                               help="Calibration model: one scale and offset (global), or a factor per block "
+                                    "kind / input size / kernel; auto keeps, among the schemes the networks "
+                                    "suffice for, the one with the lowest leave-one-out error.")
 shrinkage_option = click.option("--shrinkage", type=click.FloatRange(min=0.0, min_open=True), default=None,
                                 help="Pull of each group's factor toward the global scale, in networks "
                                      "(default 1).")
@@ -297,8 +344,10 @@ shrinkage_option = click.option("--shrinkage", type=click.FloatRange(min=0.0, mi
 @lut.command("calibrate")
 @lut_option
 @device_option
-@click.option("--samples", "n", type=click.IntRange(min=1), default=100, show_default=True,
-              help="Random whole networks to measure and fit on.")
+@click.option("--samples", "n", type=click.IntRange(min=1), default=None,
+              help="Random whole networks to measure and fit on (default: 80, or what a --group-by scheme "
+                   "needs when more; fewer than a scheme needs is refused, "
+                   "or with --group-by auto the finer schemes are left out).")
 @click.option("--resolutions", "res_text", default=None, help="Resolutions to sample (default: the table's).")
 @click.option("--exclude-seed", type=int, default=None,
               help="Leave out the networks `nagkit lut validate --seed S` measures (up to 1000 samples), "
@@ -318,9 +367,10 @@ shrinkage_option = click.option("--shrinkage", type=click.FloatRange(min=0.0, mi
 @verbosity_option
 def calibrate_cmd(lut_path, device_spec, n, res_text, exclude_seed, refit, out, group_by, shrinkage, seed,
                   cache_dir, jobs, progress, as_json) -> None:
-    """Fit the table's grouped calibration on N measured random whole networks:
-    measured ≈ intercept + Σ_g factor_g × (table latency of the arch's blocks in group g)."""
-    from nagkit.latency.calibration import DEFAULT_SHRINKAGE, refit_calibration
+    """Calibrate the table on N measured random whole networks: measured ≈ intercept +
+    Σ_g factor_g × (table latency of the arch's blocks in group g), the scheme with the lowest
+    held-out (leave-one-out) error, adopted only if it beats the raw block sum there."""
+    from nagkit.latency.calibration import DEFAULT_SHRINKAGE, refit_result
     from nagkit.latency.table import LatencyTable
     from nagkit.latency.validate import calibrate, random_archs
 
@@ -328,22 +378,34 @@ def calibrate_cmd(lut_path, device_spec, n, res_text, exclude_seed, refit, out, 
     sp = table.space()
     res = _parse_resolutions(res_text, sp)
     if refit:
-        new = refit_calibration(table, sp, group_by=group_by,
-                                shrinkage=DEFAULT_SHRINKAGE if shrinkage is None else shrinkage)
+        result = refit_result(table, sp, group_by=group_by,
+                              shrinkage=DEFAULT_SHRINKAGE if shrinkage is None else shrinkage)
     else:
         exclude = []
         if exclude_seed is not None:  # archs are drawn in sequence: the first 1000 cover any validate run
-            exclude = random_archs(sp, max(n, 1000), exclude_seed,
+            exclude = random_archs(sp, max(n or 0, 1000), exclude_seed,
                                    res or [r for r in table.resolutions if r in sp.resolutions])
         dev = _open_device(device_spec, table)
         try:
-            new = calibrate(table, dev, sp, n, seed=seed, resolutions=res, cache_dir=cache_dir, progress=progress,
-                            jobs=jobs, exclude=exclude, group_by=group_by, shrinkage=shrinkage)
+            result = calibrate(table, dev, sp, n, seed=seed, resolutions=res, cache_dir=cache_dir,
+                               progress=progress, jobs=jobs, exclude=exclude, group_by=group_by, shrinkage=shrinkage)
         finally:
             dev.close()
+    new = result.apply(table)
     path = new.save(out or lut_path)
-    c = {k: v for k, v in new.calibration.to_dict().items() if k not in _FIT_DATA}
-    emit({"out": str(path), **c}, as_json, lambda r: f"calibration: {describe_calibration(r)} -> {r['out']}")
+    c = {k: v for k, v in result.candidate.to_dict().items() if k not in _FIT_DATA}
+    emit({"out": str(path), "adopted": result.adopted, "fidelity": result.record, **c}, as_json,
+         lambda r: f"{result.summary()}\ncalibration: {describe_calibration(r)}"
+                   f"{'' if r['adopted'] else ' (not adopted)'} -> {r['out']}")
+    _warn_fidelity(result.record)
+
+
+def _warn_fidelity(rec: dict | None) -> None:
+    """A one-line warning on stderr when ±5% is not reached (the details are in the result)."""
+    import logging
+
+    if rec and rec.get("verdict") and not rec["verdict"]["meets_5pct"]:
+        logging.getLogger("nagkit.latency").warning("%s", rec["verdict"]["text"])
 
 
 @lut.command("validate")
@@ -392,11 +454,17 @@ def validate_cmd(lut_path, device_spec, n, res_text, plot, min_within_5, seed, c
                 lines.append(f"{name:<10} MAPE {m['mape']:.2f}%  within ±5% {m['within_5pct']:.0%}  "
                              f"±10% {m['within_10pct']:.0%}  Spearman {m['spearman']:.3f}  "
                              f"bias {m['mean_signed_error_pct']:+.2f}%")
+        nz = r.get("noise") or {}
+        if nz.get("single_measurement_sd_pct") is not None:
+            lines.append(f"noise      one measurement varies by {nz['single_measurement_sd_pct']:.2f}% (sd) here; "
+                         f"{nz['remeasured']} network(s) measured again, {nz['still_noisy']} stayed noisy")
+        lines.append(("" if r["verdict"]["meets_5pct"] else "WARNING: ") + r["verdict"]["text"])
         if r.get("plot"):
             lines.append(f"plot -> {r['plot']}")
         return "\n".join(lines)
 
     emit(rep, as_json, human)
+    _warn_fidelity(rep)
     if min_within_5 is not None:
         m = rep["calibrated"] or rep["raw"]
         if m["within_5pct"] < min_within_5:

@@ -4,13 +4,14 @@ reading a record from a table file, with its checks, in :mod:`nagkit.latency.tab
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from nagkit.errors import BadInputError
+from nagkit.errors import ArtifactError, BadInputError
 
 
 @dataclass(frozen=True)
@@ -107,3 +108,41 @@ class Calibration:
         raw_error = float(np.mean(np.abs(x - y) / y) * 100)
         return cls(scale, offset, fit_error, int(x.size),
                    {"fit_error_unit": "MAPE %", "raw_mape": raw_error, **details})
+
+
+def lowest_prediction(table: Any, space: Any = None) -> float | None:
+    """The lowest calibrated prediction (ms) of a :class:`~nagkit.latency.table.LatencyTable`
+    over every arch of the space it can predict (its resolutions in the space; archs needing a
+    missing block are skipped); ``None`` without a calibration or when no arch can be
+    predicted. Exact: latency is ``fixed(r) + Σ active slots``, so the minimum is a per-slot
+    minimum and a per-stage choice of depth."""
+    if table.calibration is None:
+        return None
+    if space is None:
+        try:
+            space = table.space()
+        except BadInputError:  # a foreign space definition: nothing can be predicted with it
+            return None
+    low, md = math.inf, space.max_depth
+    for r in (r for r in table.resolutions if r in space.resolutions):
+        fixed, slots = table.slot_arrays(space, r, calibrated=True)
+        if not np.isfinite(fixed):
+            continue
+        smin = np.where(np.isfinite(slots), slots, np.inf).reshape(slots.shape[0], -1).min(axis=1)
+        total = fixed
+        for s in range(space.n_stages):
+            cmin = np.cumsum(smin[s * md:(s + 1) * md])
+            total += min(cmin[d - 1] for d in space.depth_list)
+        low = min(low, float(total))
+    return low if math.isfinite(low) else None
+
+
+def check_positive(table: Any, src: str) -> None:
+    """Refuse (:class:`ArtifactError`) a calibrated table whose fastest network is predicted
+    <= 0 ms (issue 12); the loader calls it."""
+    low = lowest_prediction(table)
+    if low is not None and not low > 0:
+        raise ArtifactError(
+            f"latency table {src!r}: calibration predicts {low:.4g} ms for the fastest network of "
+            f"{table.space_name!r}; a latency must be > 0, so it is refused",
+            hint="re-fit it with `nagkit lut calibrate --lut T --device D` (the fit keeps every prediction positive)")

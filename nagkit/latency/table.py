@@ -52,7 +52,7 @@ import numpy as np
 
 from nagkit.errors import ArtifactError, BadInputError, short_repr
 from nagkit.io import atomic_write_json
-from nagkit.latency.calibration_model import Calibration
+from nagkit.latency.calibration_model import Calibration, check_positive
 from nagkit.latency.keys import block_key, scoped
 from nagkit.space.arch import MAX_VALUE, Arch
 from nagkit.space.space import SearchSpace
@@ -235,9 +235,12 @@ class LatencyTable:
                 f"{digest[:12]}…, the file records {obj['entries_sha256'][:12]}… (edited or corrupted)",
                 hint=_rebuild_hint(path, obj))
         cal = _read_calibration(obj["calibration"], src, path, obj)
-        return cls(device=obj["device"], runtime=obj["runtime"], space_name=sp["name"],
-                   space_spec=sp["spec"], resolutions=tuple(res), entries=entries, stat=obj["stat"],
-                   created=obj["created"], calibration=cal, provenance=obj["provenance"], path=path)
+        table = cls(device=obj["device"], runtime=obj["runtime"], space_name=sp["name"],
+                    space_spec=sp["spec"], resolutions=tuple(res), entries=entries, stat=obj["stat"],
+                    created=obj["created"], calibration=cal, provenance=obj["provenance"], path=path)
+        if cal is not None:  # issue 12: no table predicts a latency <= 0
+            check_positive(table, src)
+        return table
 
     # -- lookup --------------------------------------------------------------------------
     def lookup(self, key: str, r: int | None = None) -> dict[str, Any] | None:

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from nagkit.latency.table import Calibration, LatencyTable
+from nagkit.latency.table import LatencyTable
 from nagkit.latency.validate import fidelity, random_archs
 from tests.cli.helpers import run_cli
 from tests.latency.conftest import make_tiny_space
@@ -37,6 +37,7 @@ def test_calibrate_then_validate_end_to_end(tmp_path, cli_env):
     import yaml
 
     from nagkit.devices.registry import get_device
+    from nagkit.latency.calibration import MIN_NETWORKS
     from nagkit.latency.profiler import profile
     from nagkit.latency.validate import calibrate
 
@@ -46,22 +47,29 @@ def test_calibrate_then_validate_end_to_end(tmp_path, cli_env):
     out = tmp_path / "t.json"
     with get_device(str(dev_file)) as dev:
         table = profile(dev, space, [32], out, cache_dir=tmp_path / "cache", progress=False).table
-        cal = calibrate(table, dev, space, 6, seed=1, cache_dir=tmp_path / "cache", progress=False, jobs=1)
-    c = cal.calibration
-    assert c.n_fit == 6 and c.scale > 0 and len(c.details["fit_archs"]) == 6
-    refit = Calibration.fit(c.details["fit_raw_ms"], c.details["fit_measured_ms"])
-    assert refit.fit_error <= c.details["raw_mape"] + 1e-9  # least squares never does worse than identity
-    cal.save(out)
-    assert LatencyTable.load(out).calibration.scale == pytest.approx(c.scale)
+        result = calibrate(table, dev, space, MIN_NETWORKS, seed=1, cache_dir=tmp_path / "cache", progress=False,
+                           jobs=1, passes=2, extra_passes=1)
+    c = result.candidate
+    assert c.n_fit == MIN_NETWORKS and c.scale > 0 and len(c.details["fit_archs"]) == MIN_NETWORKS
+    rec = result.record  # held-out fidelity and the measurement noise, whether adopted or not
+    assert rec["held_out"]["calibrated_mape"] == pytest.approx(c.details["loo_mape"])
+    assert rec["adopted"] == (rec["held_out"]["calibrated_mape"] < rec["held_out"]["raw_mape"])
+    assert rec["noise"]["n_passes"] >= 2 * MIN_NETWORKS and rec["noise"]["single_measurement_sd_pct"] >= 0
+    saved = result.apply(table)
+    saved.save(out)
+    back = LatencyTable.load(out)
+    assert back.provenance["fidelity"]["held_out"] == rec["held_out"]
+    assert (back.calibration is not None) == rec["adopted"]
     plot = tmp_path / "scatter.png"
     res = run_cli(["lut", "validate", "--lut", str(out), "--device", str(dev_file), "--samples", "6",
                    "--seed", "9", "--cache-dir", str(tmp_path / "cache"), "--plot", str(plot), "--no-progress", "-j", "1",
                    "--json"], env=cli_env)
     assert res.code == 0, res.err
     rep = json.loads(res.out)
-    assert len(rep["archs"]) == 6 and rep["raw"] and rep["calibrated"]
+    assert len(rep["archs"]) == 6 and rep["raw"] and rep["noise"]["n_passes"] >= 6 * 2
+    assert set(rep["verdict"]) >= {"meets_5pct", "text"}
     row = rep["archs"][0]
-    assert c.model == "grouped"
-    assert row["calibrated_ms"] == pytest.approx(LatencyTable.load(out).predict(space, row["arch"]))
-    assert row["measured_ms"] > 0 and -1 <= rep["calibrated"]["spearman"] <= 1
+    if back.calibration is not None:
+        assert row["calibrated_ms"] == pytest.approx(back.predict(space, row["arch"]))
+    assert row["measured_ms"] > 0 and -1 <= rep["raw"]["spearman"] <= 1
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,223 @@
+"""The calibration rules of issues 12 and 17: enough networks, never a latency <= 0, held out or
+not at all, and a verdict on whether this machine's noise allows ±5%; and the measurement
+protocol (interleaved passes, noisy networks measured again)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from nagkit.devices.base import LatencyStats
+from nagkit.errors import ArtifactError, BadInputError
+from nagkit.latency.calibration import (DEFAULT_NETWORKS, FLOOR_RATIO, MIN_NETWORKS, NETWORKS_PER_PARAMETER, calibrate_measured,
+                                        default_networks, fit_grouped, parameter_count, plan_calibration,
+                                        refit_result, verdict)
+from nagkit.latency.calibration_model import lowest_prediction
+from nagkit.latency.table import LatencyTable
+from nagkit.latency.validate import measure_networks, network_noise, random_archs
+from tests.cli.helpers import run_cli_inproc
+from tests.latency.test_calibration import synthetic_measurements
+from tests.latency.test_table import all_archs
+
+
+def test_parameters_count_only_what_varies_between_networks(lat_space, lat_table):
+    one_r = [32]
+    # at one resolution the fixed layers (stem, head) are the same in every network: one intercept
+    assert parameter_count(lat_table, lat_space, "global", one_r) == 2
+    assert parameter_count(lat_table, lat_space, "kind", one_r) == 2  # mbconv + intercept
+    k_in = parameter_count(lat_table, lat_space, "kind-in", one_r)
+    k_in_k = parameter_count(lat_table, lat_space, "kind-in-k", one_r)
+    assert 2 < k_in < k_in_k
+    # at two resolutions the fixed layers differ between networks: they are identifiable
+    assert parameter_count(lat_table, lat_space, "kind", [32, 40]) > 2
+    assert default_networks(lat_table, lat_space, one_r) == DEFAULT_NETWORKS
+    # a scheme named needs its own count, when more than the default
+    assert default_networks(lat_table, lat_space, [32, 40], "kind-in-k") == max(
+        DEFAULT_NETWORKS, NETWORKS_PER_PARAMETER * parameter_count(lat_table, lat_space, "kind-in-k", [32, 40]))
+
+
+def test_too_few_networks_are_refused_or_the_model_reduced(lat_space, lat_table):
+    with pytest.raises(BadInputError, match=f"at least {MIN_NETWORKS} measured networks") as ei:
+        plan_calibration(lat_table, lat_space, 3, resolutions=[32])  # issue 12: --calibrate 3
+    assert "default" in ei.value.hint
+    need = plan_calibration(lat_table, lat_space, None, resolutions=[32]).needed["kind-in-k"]
+    with pytest.raises(BadInputError, match=f"needs at least {need} networks, got {need - 1}") as ei:
+        plan_calibration(lat_table, lat_space, need - 1, "kind-in-k", resolutions=[32])
+    assert "--group-by auto" in ei.value.hint
+    # auto fits only the schemes the networks suffice for, and says which it left out
+    plan = plan_calibration(lat_table, lat_space, MIN_NETWORKS, resolutions=[32])
+    assert plan.schemes[0] == "global" and "kind-in-k" not in plan.schemes
+    assert plan.notes and "kind-in-k" in plan.notes[0] and str(need) in plan.notes[0]
+    default = plan_calibration(lat_table, lat_space, None, resolutions=[32])
+    assert default.n == default_networks(lat_table, lat_space, [32]) and "kind-in" in default.schemes
+
+
+def test_cli_refuses_a_calibration_with_too_few_networks_before_measuring(lat_table, tmp_path, capsys):
+    p = lat_table.save(tmp_path / "t.json")
+    res = run_cli_inproc(["lut", "calibrate", "--lut", str(p), "--device", "cpu", "--samples", "3"], capsys)
+    assert res.code == 2 and f"at least {MIN_NETWORKS} measured networks" in res.err
+    assert LatencyTable.load(p).calibration is None
+
+
+def _adversarial(lat_table, lat_space, n, seed):
+    """Measurements a free intercept would fit with a large negative value: the biggest networks
+    much slower than their block sums, the smallest ones much faster."""
+    archs = random_archs(lat_space, n, seed=seed, resolutions=[32])
+    raw = lat_table.predict_many(lat_space, archs)
+    return archs, raw * (0.2 + 2.0 * (raw - raw.min()) / np.ptp(raw))
+
+
+@pytest.mark.parametrize("scheme", ["global", "kind-in", "kind-in-k"])
+def test_no_prediction_ever_falls_below_the_floor(lat_space, lat_table, scheme):
+    space = lat_space.replace(resolutions=(32,))
+    table = LatencyTable.create(space, lat_table.entries, device={"spec": "synthetic"}, runtime={},
+                                resolutions=[32])
+    archs, meas = _adversarial(table, space, 6, seed=3)
+    cal = fit_grouped(table, space, archs, meas, group_by=scheme)
+    t = table.with_calibration(cal)
+    every = list(all_archs(space))
+    pred, raw = t.predict_many(space, every), t.predict_many(space, every, calibrated=False)
+    assert np.all(pred >= FLOOR_RATIO * raw * (1 - 1e-9))
+    assert lowest_prediction(t) == pytest.approx(pred.min()) and pred.min() > 0
+    assert cal.base_ms < 0  # the floor binds: without it this fit predicts <= 0 (issue 12)
+
+
+def test_loading_refuses_a_calibration_that_predicts_zero_or_less(lat_space, lat_table, tmp_path):
+    lo, _ = lat_table.latency_range(lat_space)
+    d = lat_table.to_dict()
+    d["calibration"] = {"scale": 1.0, "offset": -1.001 * lo, "fit_error": 1.0, "n_fit": 10}
+    (tmp_path / "t.json").write_text(json.dumps(d))
+    with pytest.raises(ArtifactError, match="must be > 0") as ei:
+        LatencyTable.load(tmp_path / "t.json")
+    assert "nagkit lut calibrate" in ei.value.hint
+    d["calibration"]["offset"] = -0.5 * lo
+    (tmp_path / "t.json").write_text(json.dumps(d))
+    t = LatencyTable.load(tmp_path / "t.json")
+    assert lowest_prediction(t) == pytest.approx(0.5 * lo)
+
+
+def test_a_calibration_worse_than_raw_on_held_out_networks_is_not_adopted(lat_space, lat_table, tmp_path, capsys):
+    # the raw block sums are right on average; the networks only scatter around them, so any
+    # fitted model follows noise and loses to the raw sum on networks it did not see
+    archs = random_archs(lat_space, 12, seed=11, resolutions=[32])
+    rng = np.random.default_rng(0)
+    meas = lat_table.predict_many(lat_space, archs) * (1 + 0.04 * rng.standard_normal(len(archs)))
+    plan = plan_calibration(lat_table, lat_space, len(archs), resolutions=[32])
+    res = calibrate_measured(lat_table, lat_space, archs, meas, plan=plan, resolutions=[32], seed=11)
+    ho = res.record["held_out"]
+    assert ho["calibrated_mape"] >= ho["raw_mape"] and ho["calibrated_mape"] > res.candidate.fit_error
+    assert not res.adopted and res.calibration is None and "not below the raw block sum" in res.record["reason"]
+    assert "NOT adopted" in res.summary()
+    table = res.apply(lat_table)
+    assert table.calibration is None and table.provenance["fidelity"]["adopted"] is False
+    np.testing.assert_allclose(table.predict_many(lat_space, archs), lat_table.predict_many(lat_space, archs))
+    # the rejected fit is kept, so it can be refitted (same rules) from the table alone
+    p = table.save(tmp_path / "t.json")
+    shown = run_cli_inproc(["lut", "show", str(p)], capsys)  # the held-out check is shown with the table
+    assert shown.code == 0 and "fidelity   held out (leave-one-out" in shown.out
+    assert "calibration not adopted" in shown.out and f"MAPE {ho['raw_mape']:.2f}%" in shown.out
+    again = refit_result(LatencyTable.load(p), lat_space)
+    assert not again.adopted and again.record["held_out"] == pytest.approx(ho)
+    out = run_cli_inproc(["lut", "calibrate", "--lut", str(p), "--refit", "--json"], capsys)
+    assert out.code == 0, out.err
+    r = json.loads(out.out)
+    assert r["adopted"] is False and r["fidelity"]["held_out"]["raw_mape"] == pytest.approx(ho["raw_mape"])
+
+
+def test_a_calibration_better_than_raw_is_adopted_with_its_held_out_error(lat_space, lat_table):
+    archs = random_archs(lat_space, 40, seed=12, resolutions=[32])
+    meas = synthetic_measurements(lat_table, lat_space, archs)
+    plan = plan_calibration(lat_table, lat_space, len(archs), resolutions=[32])
+    res = calibrate_measured(lat_table, lat_space, archs, meas, plan=plan, resolutions=[32],
+                             noise={"single_measurement_sd_pct": 0.5})
+    assert res.adopted and res.calibration is res.candidate
+    ho = res.record["held_out"]
+    assert ho["calibrated_mape"] < ho["raw_mape"] and ho["method"].startswith("leave-one-out")
+    assert set(res.record["plan"]["fitted_schemes"]) == set(plan.schemes)
+    assert res.record["verdict"]["meets_5pct"] and res.calibration.details["held_out"] == ho
+    assert "held-out" in res.summary() and "adopted" in res.summary()
+
+
+def test_the_verdict_names_the_machine_noise():
+    v = verdict(0.97, {"single_measurement_sd_pct": 4.2})
+    assert not v["meets_5pct"] and "too noisy" in v["text"] and "4.2%" in v["text"]
+    assert verdict(0.97, {"single_measurement_sd_pct": 0.8})["meets_5pct"]
+    v = verdict(0.80, {"single_measurement_sd_pct": 0.8})
+    assert not v["meets_5pct"] and "80%" in v["text"] and "too noisy" not in v["text"]
+
+
+class ScriptedDevice:
+    """A debug device: runs nothing, returns scripted latencies (torch format: no conversion)."""
+
+    spec, kind, model_format = "scripted", "debug", "torch"
+
+    def __init__(self, script):
+        self.script = script  # arch string -> list of medians, one per call
+        self.calls: dict[str, int] = {}
+
+    def measure(self, model, input_shape, cfg=None):
+        a = model.meta["arch"]
+        i = self.calls[a] = self.calls.get(a, 0) + 1
+        ms = self.script[a][min(i, len(self.script[a])) - 1]
+        return LatencyStats.from_samples([ms * 0.999, ms, ms * 1.001])
+
+
+def test_networks_are_measured_in_passes_and_noisy_ones_again(lat_space):
+    archs = random_archs(lat_space, 4, seed=1, resolutions=[32])
+    steady, burst, split, wild = (str(a) for a in archs)
+    dev = ScriptedDevice({steady: [10.0], burst: [10.0, 11.0, 10.0], split: [10.0, 10.6, 11.3, 10.5],
+                          wild: [5.0, 6.0, 7.0, 8.0, 9.0]})
+    stats, info = measure_networks(dev, lat_space, archs, progress=False, passes=3, extra_passes=2)
+    # a burst in one pass is outvoted; passes without a majority are measured again until one forms
+    assert dev.calls == {steady: 3, burst: 3, split: 5, wild: 5}
+    assert [s.median_ms for s in stats] == [10.0, 10.0, 10.5, 7.0]
+    assert [s.noisy for s in stats] == [False, False, False, True]
+    n = info["noise"]
+    assert n["remeasured"] == 2 and n["still_noisy"] == 1 and n["still_noisy_archs"] == [wild]
+
+
+def test_network_noise_estimates_the_sd_of_one_measurement():
+    rng = np.random.default_rng(0)
+    per = [[LatencyStats.from_samples([v]) for v in 10 * (1 + 0.02 * rng.standard_normal(3))] for _ in range(400)]
+    assert network_noise(per)["single_measurement_sd_pct"] == pytest.approx(2.0, rel=0.15)
+
+
+def test_profile_calibrate_takes_an_optional_count_and_refuses_too_few_before_profiling(
+        lat_space, tmp_path, capsys, monkeypatch):
+    import nagkit.cli.latency as cli_lat
+    import nagkit.latency.profiler as profiler
+    import nagkit.latency.validate as validate_mod
+
+    space_file = tmp_path / "space.json"
+    space_file.write_text(json.dumps(lat_space.to_dict()))
+    profiled, asked = [], []
+
+    class Dev:
+        def close(self):
+            pass
+
+    def fake_profile(*a, **k):
+        profiled.append(1)
+        return type("R", (), {"table": None})()
+
+    def fake_calibrate(table, dev, space, n, **k):
+        asked.append(n)
+        raise BadInputError("stop here")
+
+    monkeypatch.setattr(cli_lat, "_open_device", lambda spec, table=None: Dev())
+    monkeypatch.setattr(profiler, "profile", fake_profile)
+    monkeypatch.setattr(validate_mod, "calibrate", fake_calibrate)
+    base = ["profile", "--device", "cpu", "--space", str(space_file), "--out", str(tmp_path / "t.json")]
+    # --calibrate 3 (issue 12) is refused before a block is measured, naming the minimum and the fix
+    res = run_cli_inproc([*base, "--calibrate", "3"], capsys)
+    assert res.code == 2 and f"at least {MIN_NETWORKS} measured networks" in res.err and not profiled
+    assert "--calibrate alone" in res.err and "Traceback" not in res.err
+    res = run_cli_inproc([*base, "--calibrate", "many"], capsys)
+    assert res.code == 2 and "'many'" in res.err and not profiled
+    # alone: the default count (None); with N: N; 0 or absent: no calibration
+    assert run_cli_inproc([*base, "--calibrate"], capsys).code == 2 and asked == [None]
+    assert run_cli_inproc([*base, "--calibrate", "--no-progress"], capsys).code == 2 and asked == [None, None]
+    assert run_cli_inproc([*base, "--calibrate", "12"], capsys).code == 2 and asked[-1] == 12
+    assert len(profiled) == 3
