@@ -271,7 +271,7 @@ def test_d4_space_is_covered_by_space_sha256_and_old_tables_still_load(lat_table
 def test_d4_shipped_tables_still_load():
     from pathlib import Path
 
-    tables = sorted((Path(__file__).resolve().parents[2] / "latency_tables").glob("*.json"))
+    tables = sorted((Path(__file__).resolve().parents[2] / "nagkit" / "resources" / "latency_tables").glob("*.json"))
     assert len(tables) >= 5
     for p in tables:
         t = LatencyTable.load(p)
