@@ -74,6 +74,9 @@ class BuildOptions:
             raise BadInputError(f"--accuracy {self.accuracy!r} is not valid; valid: {', '.join(ACCURACY_MODES)}")
         if self.data is not None and not self.finetune:
             raise BadInputError("--data is only read when fine-tuning", hint="add --finetune EPOCHS")
+        if self.finetune and self.random_init:
+            raise BadInputError("--finetune needs trained weights; --random-init makes a latency-only bundle",
+                                hint="drop --random-init and pass --weights CKPT")
         if self.finetune:
             self.finetune_options().check()
 

@@ -13,8 +13,10 @@ from typing import Any
 _TFLITE_METADATA_WHY = (
     "The standard TFLite Support metadata (a `TFLITE_METADATA` entry written by tflite-support's "
     "MetadataWriter) is not written: neither LiteRT 2.3 nor litert-torch 0.10 can write it, and nagkit "
-    "does not depend on tflite-support. The model carries the same facts in its own `nagkit.model` "
-    "metadata entry (JSON), and `manifest.json` carries them all.")
+    "does not depend on tflite-support. Each model carries the same facts (input shape and preprocessing, "
+    "labels) as JSON under the key `nagkit.model`: in the .tflite flatbuffer's `metadata` list, and in "
+    "the .onnx file's metadata_props (`sess.get_modelmeta().custom_metadata_map[\"nagkit.model\"]`); "
+    "`manifest.json` carries them all.")
 
 
 def preprocess_code(pre: Mapping[str, Any], shape: list[int]) -> str:
@@ -63,26 +65,28 @@ def _status_lines(manifest: Mapping[str, Any]) -> list[str]:
     out = []
     if lat["status"] == "unverified":
         pred = lat["predicted"]
-        out.append("**Latency: unverified.** No device measured this model"
+        out.append("- **Latency: unverified.** No device measured this model"
                    + (f"; {pred['ms']:.3f} ms is the latency table's prediction" if pred else "")
                    + ". Measure it: `nagkit check . --device D --budget MS`.")
     else:
         m = lat["measured"]
-        out.append(f"Latency: median {m['median_ms']:.3f} ms measured on `{m.get('device', '?')}` (n = {m['n']}).")
+        out.append(f"- Latency: median {m['median_ms']:.3f} ms measured on `{m.get('device', '?')}` (n = {m['n']}).")
     if acc:
         size = f"{acc['images']:,} images" if acc.get("images") else "no images of its own"
-        out.append(f"Accuracy: {100 * acc['value']:.2f}% {acc['metric']} on {acc['dataset']} ({acc['split']}, {size}); "
-                   f"evaluated: {acc['evaluated']}.")
+        out.append(f"- Accuracy: {100 * acc['value']:.2f}% {acc['metric']} on {acc['dataset']}, split {acc['split']}, "
+                   f"{size}; evaluated: {acc['evaluated']}.")
+        out += [f"  - also {100 * a['value']:.2f}% on {a['dataset']}, split {a['split']}: {a['evaluated']}"
+                for a in acc.get("others", [])]
     else:
-        out.append("Accuracy: not measured.")
+        out.append("- Accuracy: not measured.")
     if w["sha256"] == "random-init":
-        out.append(f"**{w['note']}.**")
+        out.append(f"- **{w['note']}.**")
     elif w.get("fine_tuned"):
         ft = w["fine_tuned"]
-        out.append(f"Weights: fine-tuned for {ft['epochs']} epoch(s) on {ft['data'].get('dir', 'the workspace data')} "
+        out.append(f"- Weights: fine-tuned for {ft['epochs']} epoch(s) on {ft['data'].get('dir', 'the workspace data')} "
                    f"from `{w['source']}` (sha256 {w['sha256'][:16]}...).")
     else:
-        out.append(f"Weights: from `{w['source']}` (sha256 {w['sha256'][:16]}...).")
+        out.append(f"- Weights: from `{w['source']}` (sha256 {w['sha256'][:16]}...).")
     return out
 
 

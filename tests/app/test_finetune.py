@@ -162,16 +162,19 @@ def test_finetune_bad_inputs(case, tmp_path, capsys):
 def test_build_finetune_bad_inputs(tmp_path, capsys):
     """`nagkit build --finetune` without --data on an OFA workspace, --data without --finetune,
     a missing GPU: one line each, before any work."""
-    r = run_cli_inproc(["build", "--budget", "30", "--workspace", "ofa-note10", "--random-init", "--finetune", "1",
+    r = run_cli_inproc(["build", "--budget", "30", "--workspace", "ofa-note10", "--finetune", "1",
                         "--out", str(tmp_path / "b")], capsys)
     assert r.code == 2 and "needs --data DIR" in r.err and "Traceback" not in r.err
+    r = run_cli_inproc(["build", "--budget", "30", "--workspace", "ofa-note10", "--random-init", "--finetune", "1",
+                        "--data", str(tmp_path), "--out", str(tmp_path / "b")], capsys)
+    assert r.code == 2 and "--finetune needs trained weights" in r.err
     r = run_cli_inproc(["build", "--budget", "30", "--workspace", "ofa-note10", "--random-init", "--data",
                         str(tmp_path), "--out", str(tmp_path / "b")], capsys)
     assert r.code == 2 and "add --finetune" in r.err
     import torch
 
     if not torch.cuda.is_available():
-        r = run_cli_inproc(["build", "--budget", "30", "--workspace", "ofa-note10", "--random-init", "--finetune",
+        r = run_cli_inproc(["build", "--budget", "30", "--workspace", "ofa-note10", "--finetune",
                             "1", "--data", str(_folder(tmp_path / "d")), "--device-train", "cuda",
                             "--out", str(tmp_path / "b")], capsys)
         assert r.code == 3 and "no CUDA GPU" in r.err
@@ -193,3 +196,29 @@ def test_finetune_trains_on_cuda(folder):
     res = finetune_on_folder(sub, ws.space, arch, data, FinetuneOptions(epochs=2, device_train="cuda"))
     assert res.record["device"] == "cuda" and next(res.module.parameters()).device.type == "cpu"
     assert res.after["value"] > 1 / 3 + 0.15 and len(res.losses) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("one_thread")
+def test_build_finetunes_on_a_folder_and_a_bundle_is_finetuned_again(folder, tmp_path):
+    """`nagkit build --finetune 1 --data DIR` on the fmnist workspace, then `nagkit finetune BUNDLE`
+    from what it wrote (the weights found again through the manifest's source and sha256)."""
+    from nagkit.app.build import BuildOptions, build
+    from nagkit.app.finetune import FinetuneOptions
+    from nagkit.app.finetune_bundle import finetune_to_bundle, resolve_source
+
+    res = build(0.5, workspace="fmnist", options=BuildOptions(formats="onnx", out=tmp_path / "b", finetune=1,
+                                                              data=str(folder)))
+    m = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert m["output"]["labels"] == ["bag", "trouser", "tshirt"] and m["output"]["shape"] == [1, 3]
+    assert m["weights"]["fine_tuned"]["epochs"] == 1 and m["weights"]["fine_tuned"]["data"]["skipped_images"] == 1
+    assert "ONNX Runtime" in m["accuracy"]["evaluated"] and m["accuracy"]["images"] == 60
+    assert [a["evaluated"].split(":")[0] for a in m["accuracy"]["others"]] == ["after 1 epoch(s) of fine-tuning (PyTorch, fp32)",
+                                                                             "before fine-tuning"]
+    assert res.accuracy == m["accuracy"]["value"] and m["latency"]["predicted"]["table"]["device"]
+    src = resolve_source(bundle=str(tmp_path / "b"), arch=None, space=None, workspace=None, weights=None)
+    assert str(src.arch) == res.arch and src.budget_ms == 0.5 and "3 classes" in src.predicted["note"]
+    again = finetune_to_bundle(src, FinetuneOptions(epochs=1, data=str(folder)), out=tmp_path / "c",
+                               formats=("onnx",), force=False)
+    assert again["labels"] == ["bag", "trouser", "tshirt"] and again["after"]["value"] > 0.5
+    assert json.loads((tmp_path / "c" / "manifest.json").read_text())["budget_ms"] == 0.5

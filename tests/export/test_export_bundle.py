@@ -99,7 +99,7 @@ def test_write_and_read_bundle_folder_and_zip(exported, tmp_path):
     readme = (out / "README.md").read_text()
     assert "onnxruntime" in readme and "InferenceSession" in readme and "(1, 3, 32, 32)" in readme
     assert "def preprocess(path):" in readme and "the shorter side to 37, then center-crop 32x32" in readme
-    assert "Latency: median" in readme and "71.00% top1 on synthetic (val, 500 images)" in readme
+    assert "Latency: median" in readme and "71.00% top1 on synthetic, split val, 500 images" in readme
 
     x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
     ref = net(torch.from_numpy(x)).detach().numpy()
