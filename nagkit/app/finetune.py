@@ -125,7 +125,8 @@ def finetune_on_folder(sub, space, arch, data, opts: FinetuneOptions) -> Finetun
     shuffle = torch.Generator().manual_seed(opts.seed)
     aug = torch.Generator().manual_seed(opts.seed + 1) if opts.augment else None
     recipe = Recipe(lr=opts.lr, backbone_lr_factor=opts.backbone_lr_factor, batch_size=bs)
-    steps = max(1, len(data.train) // bs)
+    n = len(data.train)
+    steps = max(1, n // bs + (1 if n % bs >= 2 else 0))  # the batches images.folder.batches yields
     losses = train(sub, lambda _e: batches(data.train, space, r, bs, shuffle=shuffle, augment=aug, device=dev),
                    epochs=opts.epochs, steps_per_epoch=steps, recipe=recipe)
     recalibrate()
