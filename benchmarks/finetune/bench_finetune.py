@@ -1,7 +1,7 @@
 """The gain from fine-tuning on the fmnist workspace: inherited supernet weights vs N epochs.
 
     python benchmarks/finetune/bench_finetune.py [--budgets 0.5,2.5] [--epochs 1,3] [--seeds 0,1,2]
-        [--device-train cpu|cuda] [--threads 1] [--out FILE]
+        [--device-train cpu|cuda] [--threads 1] [--jobs 1] [--out FILE]
 
 For each budget, the workspace's generator picks the arch exactly as `nagkit build` does (its
 first candidate, seed 0). That subnet is measured with inherited weights (BN recalibrated on
@@ -64,6 +64,7 @@ def one_budget(ws, net, split, sp, budget: float, epochs: list[int], seeds: list
     inherited = recalibrate_subnet(net.extract(arch), space, split)
     row = {"budget_ms": budget, "arch": str(arch), "predicted_ms": round(pred, 4),
            "inherited": {"test": test_accuracy(inherited, space, arch, sp)}, "runs": []}
+    print(json.dumps({"budget_ms": budget, "arch": str(arch), "inherited_test": row["inherited"]["test"]}), flush=True)
     for e in epochs:
         for s in seeds:
             t = time.perf_counter()
@@ -75,11 +76,40 @@ def one_budget(ws, net, split, sp, budget: float, epochs: list[int], seeds: list
             row["runs"].append(run)
             print(json.dumps(dict(run, budget_ms=budget)), flush=True)
     for e in epochs:
-        for split in ("test", "val"):
-            gains = [100 * (r[split] - row["inherited"][split]) for r in row["runs"] if r["epochs"] == e]
-            row[f"{split}_gain_points_{e}ep"] = {"mean": round(statistics.mean(gains), 3),
+        for part in ("test", "val"):
+            gains = [100 * (r[part] - row["inherited"][part]) for r in row["runs"] if r["epochs"] == e]
+            row[f"{part}_gain_points_{e}ep"] = {"mean": round(statistics.mean(gains), 3),
                                                  "min": round(min(gains), 3), "max": round(max(gains), 3)}
     return row
+
+
+def run_budgets(a) -> list[dict]:
+    """Each budget in this process (``--jobs 1``) or in its own worker process (the budgets'
+    runs are independent; a worker is this script with one budget and ``--rows-out``)."""
+    import subprocess
+    import tempfile
+
+    budgets = [float(b) for b in a.budgets.split(",")]
+    if a.jobs <= 1 or len(budgets) == 1:
+        from nagkit.app.build import _split
+        from nagkit.app.workspace import load_workspace
+        from nagkit.supernet import load_supernet
+
+        ws = load_workspace(a.workspace)
+        net = load_supernet(ws.supernet_path(), ws.space)
+        split = _split(ws)
+        sp = split.load(with_test=True)
+        epochs, seeds = [int(v) for v in a.epochs.split(",")], [int(v) for v in a.seeds.split(",")]
+        return [one_budget(ws, net, split, sp, b, epochs, seeds, a.device_train) for b in budgets]
+    with tempfile.TemporaryDirectory() as tmp:
+        outs = [Path(tmp) / f"rows{i}.json" for i in range(len(budgets))]
+        procs = [subprocess.Popen([sys.executable, __file__, "--workspace", a.workspace, "--budgets", str(b),
+                                   "--epochs", a.epochs, "--seeds", a.seeds, "--device-train", a.device_train,
+                                   "--threads", str(a.threads), "--rows-out", str(o)])
+                 for b, o in zip(budgets, outs)]
+        if [pr.wait() for pr in procs].count(0) != len(procs):
+            raise SystemExit("a worker failed (its output is above)")
+        return [row for o in outs for row in json.loads(o.read_text())]
 
 
 def main() -> int:
@@ -89,27 +119,24 @@ def main() -> int:
     ap.add_argument("--epochs", default="1,3")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--device-train", default="cpu")
-    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: best on a shared machine)")
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads per process (1: a shared machine)")
+    ap.add_argument("--jobs", type=int, default=1, help="budgets measured in parallel processes")
+    ap.add_argument("--rows-out", default=None, help=argparse.SUPPRESS)  # a worker's rows (see run_budgets)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    from nagkit.app.build import _split
-    from nagkit.app.workspace import load_workspace
-    from nagkit.supernet import load_supernet
-
     import torch
 
     torch.set_num_threads(a.threads)
+    if a.rows_out:
+        Path(a.rows_out).write_text(json.dumps(run_budgets(argparse.Namespace(**dict(vars(a), jobs=1)))))
+        return 0
     t0, load0 = time.perf_counter(), os.getloadavg()
-    ws = load_workspace(a.workspace)
-    net = load_supernet(ws.supernet_path(), ws.space)
-    split = _split(ws)
-    sp = split.load(with_test=True)
-    epochs, seeds = [int(v) for v in a.epochs.split(",")], [int(v) for v in a.seeds.split(",")]
-    rows = [one_budget(ws, net, split, sp, float(b), epochs, seeds, a.device_train) for b in a.budgets.split(",")]
+    rows = run_budgets(a)
     res = {"benchmark": "fine-tuning gain on the fmnist workspace: inherited weights vs N epochs "
                         "(nagkit build --finetune N, PyTorch fp32 accuracies)",
            "command": "python benchmarks/finetune/bench_finetune.py " + " ".join(sys.argv[1:]),
-           "workspace": a.workspace, "device_train": a.device_train, "epochs": epochs, "seeds": seeds,
+           "workspace": a.workspace, "device_train": a.device_train,
+           "epochs": [int(v) for v in a.epochs.split(",")], "seeds": [int(v) for v in a.seeds.split(",")],
            "machine": dict(machine(), load_avg_start=load0, load_avg_end=os.getloadavg()),
            "wall_s": round(time.perf_counter() - t0, 1), "budgets": rows}
     out = Path(a.out or ROOT / "benchmarks" / "finetune" / f"finetune_{a.workspace}_{a.device_train.split(':')[0]}.json")
