@@ -196,7 +196,10 @@ def _finetune_data(ws, o: BuildOptions):
     if o.data:
         from nagkit.images.folder import open_image_folder
 
-        return open_image_folder(o.data, channels=ws.space.in_channels, val_fraction=o.val_fraction, seed=o.seed)
+        data = open_image_folder(o.data, channels=ws.space.in_channels, val_fraction=o.val_fraction, seed=o.seed)
+        if data.skipped:  # counted in the manifest too (weights.fine_tuned.data)
+            log.warning("skipped %d unreadable image(s), e.g. %s", len(data.skipped), data.skipped[0][0])
+        return data
     if not _has_fmnist_data(ws):
         raise BadInputError(f"--finetune on workspace {ws.name!r} needs --data DIR: the images its space "
                             f"{ws.space.name!r} was trained on are not on this machine",

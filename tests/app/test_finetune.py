@@ -200,15 +200,17 @@ def test_finetune_trains_on_cuda(folder):
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("one_thread")
-def test_build_finetunes_on_a_folder_and_a_bundle_is_finetuned_again(folder, tmp_path):
+def test_build_finetunes_on_a_folder_and_a_bundle_is_finetuned_again(folder, tmp_path, caplog):
     """`nagkit build --finetune 1 --data DIR` on the fmnist workspace, then `nagkit finetune BUNDLE`
     from what it wrote (the weights found again through the manifest's source and sha256)."""
     from nagkit.app.build import BuildOptions, build
     from nagkit.app.finetune import FinetuneOptions
     from nagkit.app.finetune_bundle import finetune_to_bundle, resolve_source
 
-    res = build(0.5, workspace="fmnist", options=BuildOptions(formats="onnx", out=tmp_path / "b", finetune=1,
-                                                              data=str(folder)))
+    with caplog.at_level("WARNING", logger="nagkit"):
+        res = build(0.5, workspace="fmnist", options=BuildOptions(formats="onnx", out=tmp_path / "b", finetune=1,
+                                                                  data=str(folder)))
+    assert "skipped 1 unreadable image(s)" in caplog.text and "corrupt.png" in caplog.text
     m = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert m["output"]["labels"] == ["bag", "trouser", "tshirt"] and m["output"]["shape"] == [1, 3]
     assert m["weights"]["fine_tuned"]["epochs"] == 1 and m["weights"]["fine_tuned"]["data"]["skipped_images"] == 1
