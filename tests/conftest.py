@@ -94,9 +94,11 @@ def tiny_export(tmp_path_factory):
     """(space, arch, net, ExportResult): a seeded random-init StaticNet at 32x32, ONNX + TFLite
     (export, runtimes and bundle tests share it; converted once per session).
 
-    Exported with extra given parity inputs, so both the seeded and the given-input checks ran.
+    Exported with extra given parity inputs, so both the seeded and the given-input checks ran, and
+    with the model metadata bundles carry (tensors named image/logits).
     """
     from nagkit.export.exporter import export_model
+    from nagkit.export.manifest import model_metadata
     from nagkit.export.parity import seeded_inputs
     from nagkit.space import SearchSpace
     from nagkit.supernet import StaticNet
@@ -111,5 +113,5 @@ def tiny_export(tmp_path_factory):
     net = StaticNet.from_arch(sp, arch, seed=0)
     extra = seeded_inputs((3, 3, 32, 32), seed=99)
     res = export_model(net, (1, 3, 32, 32), "both", tmp_path_factory.mktemp("tiny-export") / "out", seed=4,
-                       parity_inputs=extra)
+                       parity_inputs=extra, metadata=model_metadata(sp, arch, (1, 3, 32, 32)))
     return sp, arch, net, res

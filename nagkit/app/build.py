@@ -47,10 +47,14 @@ class BuildOptions:
     ``device_spec``: measure on this device (and fall back to the next candidate when over
     budget); ``formats``: ``tflite``, ``onnx`` or both, comma-separated; ``out``: the bundle
     folder (default ``nagkit-bundle-<B>ms``); ``weights``/``random_init``: other supernet
-    weights, or none; ``finetune``: epochs; ``samples``: generator samples per budget (default:
+    weights, or none; ``finetune``: epochs, on ``data`` (an ImageFolder: the head is replaced for
+    its classes) or, without it, on the workspace's Fashion-MNIST (an OFA workspace needs
+    ``data``), trained on ``device_train`` (:mod:`nagkit.app.finetune`); ``samples``: generator samples per budget (default:
     the workspace's); ``accuracy``: when to ask the workspace's accuracy source for the exported
     arch's accuracy: ``always``, ``never``, or ``auto`` = unless the source is expensive (a
-    supernet evaluated on this machine: ~30 s per arch on a 2-core CPU) and has no cached value.
+    supernet evaluated on this machine: ~30 s per arch on a 2-core CPU) and has no cached value;
+    unless ``never``, a workspace trained on Fashion-MNIST also runs the exported model on its
+    test set (10,000 images, ~10 s), the accuracy the manifest reports.
     """
 
     device_spec: str | None = None
@@ -60,6 +64,9 @@ class BuildOptions:
     weights: str | None = None
     random_init: bool = False
     finetune: int = 0
+    data: str | None = None
+    device_train: str = "cpu"
+    val_fraction: float = 0.2
     max_tries: int = DEFAULT_MAX_TRIES
     samples: int | None = None
     seed: int = 0
@@ -70,6 +77,19 @@ class BuildOptions:
             raise BadInputError(f"--max-tries must be at least 1, got {self.max_tries}")
         if self.accuracy not in ACCURACY_MODES:
             raise BadInputError(f"--accuracy {self.accuracy!r} is not valid; valid: {', '.join(ACCURACY_MODES)}")
+        if self.data is not None and not self.finetune:
+            raise BadInputError("--data is only read when fine-tuning", hint="add --finetune EPOCHS")
+        if self.finetune and self.random_init:
+            raise BadInputError("--finetune needs trained weights; --random-init makes a latency-only bundle",
+                                hint="drop --random-init and pass --weights CKPT")
+        if self.finetune:
+            self.finetune_options().check()
+
+    def finetune_options(self):
+        from nagkit.app.finetune import FinetuneOptions
+
+        return FinetuneOptions(epochs=self.finetune, data=self.data, device_train=self.device_train,
+                               val_fraction=self.val_fraction, seed=self.seed)
 
 
 @dataclass
@@ -108,6 +128,7 @@ class BuildResult:
     table_note: str | None = None  # which table, and whether it is the device's own
     verified: bool = False  # measured on the device (without --device: unverified)
     trained: dict[str, Any] | None = None  # the generator trained on demand for the device's table
+    accuracies: list[dict[str, Any]] = field(default_factory=list)  # the manifest's records, the reported one first
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -172,10 +193,28 @@ def _split(ws):
     return split_settings(ws.accuracy_options, ckpt)
 
 
-def _finetune(ws, sub, epochs: int, seed: int):
-    from nagkit.supernet.finetune import finetune_subnet
+def _has_fmnist_data(ws) -> bool:
+    """Whether the workspace's images are on this machine: its accuracy source is a supernet
+    evaluated on Fashion-MNIST (Debian's package)."""
+    return ws.accuracy_spec.startswith("supernet:")
 
-    return finetune_subnet(sub, ws.space, _split(ws), epochs=epochs, seed=seed)
+
+def _finetune_data(ws, o: BuildOptions):
+    """The ImageFolder to fine-tune on (opened now: bad data fails before any work), or None."""
+    if not o.finetune:
+        return None
+    if o.data:
+        from nagkit.images.folder import open_image_folder
+
+        data = open_image_folder(o.data, channels=ws.space.in_channels, val_fraction=o.val_fraction, seed=o.seed)
+        if data.skipped:  # counted in the manifest too (weights.fine_tuned.data)
+            log.warning("skipped %d unreadable image(s), e.g. %s", len(data.skipped), data.skipped[0][0])
+        return data
+    if not _has_fmnist_data(ws):
+        raise BadInputError(f"--finetune on workspace {ws.name!r} needs --data DIR: the images its space "
+                            f"{ws.space.name!r} was trained on are not on this machine",
+                            hint="pass --data DIR, an ImageFolder of your classes (DIR/train/<class>/*.png)")
+    return None
 
 
 @dataclass
@@ -193,6 +232,8 @@ class _Build:
     w_src: str | None = None
     model: Any = None  # the workspace's NagModel
     recalibrate: bool = False
+    folder: Any = None  # the ImageFolder to fine-tune on
+    ft: Any = None  # the current candidate's FinetuneResult
     min_ms: float = 0.0  # the fastest network of the space on the table
     budget_note: str | None = None  # what happened to a budget above the slowest network
     result: Any = None  # the generator's result for the budget
@@ -227,6 +268,7 @@ class _Build:
 
         t = time.perf_counter()
         ws = load_workspace(workspace)
+        self.folder = _finetune_data(ws, self.opts)  # a bad --data fails now, before any work
         self.dev = device
         if self.dev is None and self.opts.device_spec:
             from nagkit.devices.registry import get_device
@@ -273,16 +315,29 @@ class _Build:
 
                 sub = recalibrate_subnet(sub, self.ws.space, _split(self.ws))
         if self.opts.finetune:
+            from nagkit.app.finetune import finetune_on_fmnist, finetune_on_folder
+
+            fo = self.opts.finetune_options()
             with self.timed("finetune"):
-                sub = _finetune(self.ws, sub, self.opts.finetune, self.opts.seed)
+                self.ft = (finetune_on_folder(sub, self.ws.space, arch, self.folder, fo) if self.folder is not None
+                           else finetune_on_fmnist(sub, self.ws.space, arch, _split(self.ws), fo))
+            sub = self.ft.module
         return sub
+
+    @property
+    def space(self):
+        """The workspace's space, with the fine-tuned head's classes."""
+        labels = self.ft.labels if self.ft else None
+        return self.ws.space if labels is None else self.ws.space.with_labels(labels)
 
     def export(self, sub, arch, where: Path):
         from nagkit.export.exporter import export_model
+        from nagkit.export.manifest import model_metadata
 
         shape = (1, self.ws.space.in_channels, arch.r, arch.r)
         self.announce(f"convert to {', '.join(self.fmts)} and check parity with PyTorch")
-        ex = export_model(sub, shape, self.fmts, where, seed=self.opts.seed, force=True)
+        ex = export_model(sub, shape, self.fmts, where, seed=self.opts.seed, force=True,
+                          metadata=model_metadata(self.space, arch, shape))
         for k, v in ex.durations_s.items():
             key = "convert" if k.startswith("convert") else "parity" if k.startswith("parity") else k
             self.timings[key] = self.timings.get(key, 0.0) + v
@@ -305,38 +360,60 @@ class _Build:
             return False, stats
         return True, stats
 
-    def bundle(self, cand, ex, stats, pred: float, pred_raw: float) -> BuildResult:
-        """Accuracy (as the options allow), manifest, bundle folder + zip."""
-        from nagkit.export.bundle import write_bundle
-        from nagkit.export.manifest import make_manifest
+    def accuracies(self, cand, ex) -> tuple[list[dict[str, Any]], list[str]]:
+        """The accuracy records for the manifest, the one reported first, and notes: the
+        exported file on the fine-tuning val split or the Fashion-MNIST test set (as the options
+        allow), fine-tuning's before/after, the workspace source's value for the arch."""
+        from nagkit.app.evaluate import fmnist_test_record, folder_val_record
+        from nagkit.app.provenance import source_record
 
-        ws, dev, o, arch, res = self.ws, self.dev, self.opts, cand.arch, self.result
-        self.attempts.append(Attempt(str(arch), pred, stats.median_ms if stats else None, True))
-        t = time.perf_counter()
+        ws, o, arch, t = self.ws, self.opts, cand.arch, time.perf_counter()
+        model = ex.paths.get("tflite") or ex.paths["onnx"]
+        records: list[dict[str, Any]] = []
         acc = cand.accuracy
-        if acc is None and self.w_sha is not None:
+        if acc is None and self.w_sha is not None and self.ft is None:
             src = self.model.source
             if src is not None and (o.accuracy == "always" or (o.accuracy == "auto" and not src.expensive)):
                 self.announce(f"accuracy of the arch from {src.name}"
                               + (" (one supernet evaluation: about 30 s on a 2-core CPU)" if src.expensive else ""))
             acc = _source_accuracy(src, arch, o.accuracy)
-            self.timings["accuracy"] = time.perf_counter() - t
-            t = time.perf_counter()
+        if self.w_sha is None:
+            notes = [] if acc is None else [f"the architecture's accuracy with trained weights is {acc:.4f} "
+                                            f"({self.result.accuracy_source}); this bundle's weights are random"]
+            return [], notes
+        if self.ft is not None and self.folder is not None:
+            records.append(folder_val_record(model, self.space, arch.r, self.folder))
+        elif o.accuracy != "never" and _has_fmnist_data(ws):
+            records.append(fmnist_test_record(model, self.space, arch.r))
+        if self.ft is not None:
+            records += [self.ft.after, self.ft.before]
+        elif acc is not None and self.model.source is not None:
+            records.append(source_record(self.model.source, acc))
+        self.timings["accuracy"] = time.perf_counter() - t
+        return records, []
+
+    def bundle(self, cand, ex, stats, pred: float, pred_raw: float) -> BuildResult:
+        """Accuracy (as the options allow), manifest, bundle folder + zip."""
+        from nagkit.app.provenance import table_record
+        from nagkit.export.bundle import write_bundle
+        from nagkit.export.manifest import make_manifest
+
+        ws, dev, o, arch, res = self.ws, self.dev, self.opts, cand.arch, self.result
+        self.attempts.append(Attempt(str(arch), pred, stats.median_ms if stats else None, True))
+        records, acc_notes = self.accuracies(cand, ex)
+        t = time.perf_counter()
         notes = [f"workspace {ws.name}", "BN statistics " + ("recalibrated on the workspace's training images"
-                                                            if self.recalibrate
+                                                            if self.recalibrate or self.ft
                                                             else "inherited from the supernet checkpoint")]
-        notes = notes + (["fine-tuned for %d epochs" % o.finetune] if o.finetune else [])
-        notes = notes + ([self.budget_note] if self.budget_note else [])
-        notes = notes + ([] if dev else [UNVERIFIED_NOTE])
-        if self.w_sha is None and acc is not None:
-            notes.append(f"the architecture's accuracy with trained weights is {acc:.4f} "
-                         f"({res.accuracy_source}); this bundle's weights are random")
-            acc = None
+        notes = notes + ([f"fine-tuned for {o.finetune} epoch(s)"] if o.finetune else [])
+        notes = notes + ([self.budget_note] if self.budget_note else []) + ([] if dev else [UNVERIFIED_NOTE])
+        notes = notes + acc_notes
         manifest = make_manifest(
-            ws.space, arch, export=ex, weights_sha256=self.w_sha, weights_source=self.w_src, budget_ms=self.budget_ms,
+            self.space, arch, export=ex, weights_sha256=self.w_sha, weights_source=self.w_src,
+            fine_tuned=self.ft.record if self.ft else None, budget_ms=self.budget_ms,
             device=({"spec": dev.spec, "info": dev.info(), "runtime": dev.runtime_info()} if dev else None),
-            predicted={"ms": pred, "raw_ms": pred_raw, "source": "latency table", "table": self.target.table},
-            measured=stats, accuracy=acc, accuracy_source=res.accuracy_source if acc is not None else None,
+            predicted={"ms": pred, "raw_ms": pred_raw, "source": "latency table", "table": table_record(ws)},
+            measured=stats, accuracy=records[0] if records else None, accuracy_others=records[1:],
             seed=o.seed, notes=notes,
             build={"budget_note": self.budget_note, "selection_queries": res.selection_queries,
                    "generated_for_ms": res.effective_budget_ms, "verified_on_device": dev is not None,
@@ -346,16 +423,18 @@ class _Build:
         )
         bundle = write_bundle(self.out_dir, ex.paths, manifest, force=o.force)
         self.timings["bundle"] = time.perf_counter() - t
+        top = records[0] if records else None
         return BuildResult(
             bundle=str(bundle.root), zip=str(bundle.zip_path), arch=str(arch), ofa=ws.space.to_ofa_dict(arch),
             budget_ms=self.budget_ms, predicted_ms=pred, predicted_raw_ms=pred_raw,
-            measured=stats.to_dict() if stats else None, accuracy=acc,
-            accuracy_source=res.accuracy_source if acc is not None else None,
+            measured=stats.to_dict() if stats else None, accuracy=top["value"] if top else None,
+            accuracy_source=(f"{top['dataset']} {top['split']}, {top['images']} images: {top['evaluated']}"
+                             if top else None),
             device=dev.spec if dev else None, formats=list(self.fmts),
             weights=self.w_sha or "random-init", attempts=self.attempts, timings_s=self.timings,
             parity={f: m.to_dict().get("parity_max_abs_diff") for f, m in ex.models.items()},
             note=self.budget_note, workspace=ws.describe(), table=self.target.table, table_note=self.target.note,
-            verified=dev is not None, trained=self.target.trained,
+            verified=dev is not None, trained=self.target.trained, accuracies=records,
         )
 
     def first_fitting(self, cands: list, staging_root: Path) -> BuildResult:

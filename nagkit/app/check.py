@@ -1,9 +1,15 @@
-"""`nagkit check`: measure a bundle or model on a device and gate it on a latency budget.
+"""`nagkit check`: verify a bundle, and measure a bundle or model on a device against a budget.
 
-:func:`check` measures and returns a :class:`CheckResult`; :meth:`CheckResult.raise_if_failed`
+A bundle is verified before it is measured (:func:`open_verified`): its manifest (size, nesting,
+schema), only the files the manifest lists (from a zip: nothing else is extracted, nothing
+larger than listed), their sizes and sha256, and each model's input and output shapes against
+the manifest's. A bundle that fails is bad input (exit 2), never measured.
+
+:func:`check` then measures and returns a :class:`CheckResult`; :meth:`CheckResult.raise_if_failed`
 raises :class:`OverBudgetError` (a :class:`~nagkit.errors.CheckFailedError`, exit 1) when the
 median is over budget, like every other failed check. Exit 0 within budget, 2 for bad input,
-3 when the device fails.
+3 when the device fails. :func:`verify` (``nagkit check BUNDLE`` without a device) also runs
+every model once and holds LiteRT and ONNX Runtime to each other.
 """
 
 from __future__ import annotations
@@ -76,28 +82,43 @@ def _model_shape(path: Path) -> list[int]:
     return [int(s) for s in shape]
 
 
-def resolve_model(target: str | Path, device: Device) -> tuple[Path, str, list[int], Any]:
-    """The model file in the device's format, its format, input shape and the open bundle (or None)."""
-    from nagkit.export.bundle import read_bundle
-
-    p = Path(target)
+def _exists(p: Path) -> None:
     if not p.exists():
         raise BadInputError(f"{str(p)!r} does not exist; pass a bundle folder, a bundle .zip, or a .tflite/.onnx file",
                             hint="make one with `nagkit build --budget B --export tflite,onnx`")
+
+
+def open_verified(p: Path):
+    """The bundle at ``p``, its files' hashes and its models' shapes held to its manifest."""
+    from nagkit.export.bundle import check_model_shapes, read_bundle
+
+    bundle = read_bundle(p)
+    try:
+        check_model_shapes(bundle)
+    except BaseException:
+        bundle.close()
+        raise
+    return bundle
+
+
+def resolve_model(target: str | Path, device: Device) -> tuple[Path, str, list[int], Any]:
+    """The model file in the device's format, its format, input shape and the open bundle (or None)."""
+    p = Path(target)
+    _exists(p)
     if p.is_file() and p.suffix in MODEL_SUFFIX:
         fmt = MODEL_SUFFIX[p.suffix]
         if device.model_format != fmt:
             raise BadInputError(f"device {device.spec!r} runs {device.model_format} models, not {fmt} ({p.name})",
                                 hint=_format_hint(device.model_format))
         return p, fmt, _model_shape(p), None
-    bundle = read_bundle(p)
+    bundle = open_verified(p)
     models = bundle.models
     if device.model_format not in models:
         bundle.close()
         raise BadInputError(
             f"bundle {str(p)!r} has {', '.join(sorted(models)) or 'no models'}; device {device.spec!r} needs "
             f"{device.model_format}", hint=_format_hint(device.model_format))
-    shape = list(bundle.manifest.get("input", {}).get("shape") or _model_shape(models[device.model_format]))
+    shape = [int(v) for v in bundle.manifest["input"]["shape"]]
     return models[device.model_format], device.model_format, shape, bundle
 
 
@@ -126,3 +147,36 @@ def check(target: str | Path, device_spec: str, budget_ms: float, runs: int | No
         if bundle is not None:
             bundle.close()
         dev.close()
+
+
+@dataclass
+class VerifyResult:
+    bundle: str
+    manifest: dict[str, Any]
+    report: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        m = self.manifest
+        return {"bundle": self.bundle, "verified": True, "schema": m["schema"], "arch": m["arch"]["canonical"],
+                "input": {k: m["input"][k] for k in ("name", "shape", "layout", "dtype")},
+                "output": {k: m["output"][k] for k in ("name", "shape")},
+                "files": {n: {"sha256": e["sha256"], "size_bytes": e["size_bytes"],
+                              **self.report["models"].get(e["format"], {})} for n, e in m["files"].items()},
+                "cross_runtime": self.report.get("cross_runtime"), "latency_status": m["latency"]["status"]}
+
+
+def verify(target: str | Path) -> VerifyResult:
+    """``nagkit check BUNDLE`` without a device: the manifest, the files (only those listed, at
+    their sizes and hashes), each model's shapes, one run of each, LiteRT vs ONNX Runtime."""
+    from nagkit.export.bundle import read_bundle, verify_bundle
+
+    p = Path(target)
+    _exists(p)
+    if p.is_file() and p.suffix in MODEL_SUFFIX:
+        raise BadInputError(f"{p.name} is a model file without a manifest to verify it against",
+                            hint="measure it instead: nagkit check MODEL --device D --budget MS")
+    bundle = read_bundle(p)  # verify_bundle holds the shapes to the manifest
+    try:
+        return VerifyResult(str(target), bundle.manifest, verify_bundle(bundle))
+    finally:
+        bundle.close()

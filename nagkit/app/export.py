@@ -103,6 +103,7 @@ def export_subnet(space, arch, *, weights: str | None, formats: tuple[str, ...],
                   as_bundle: bool, force: bool, progress: Callable[[str], None] = log.info) -> dict[str, Any]:
     """Load (or random-init), extract, export, check parity; optionally write and verify a bundle."""
     from nagkit.export.exporter import export_model
+    from nagkit.export.manifest import model_metadata
 
     t0 = time.perf_counter()
     phases: dict[str, float] = {}
@@ -115,7 +116,8 @@ def export_subnet(space, arch, *, weights: str | None, formats: tuple[str, ...],
     else:
         work = out
     try:
-        res = export_model(module, shape, formats, work, seed=seed, force=force)
+        res = export_model(module, shape, formats, work, seed=seed, force=force,
+                           metadata=model_metadata(space, arch, shape))
         phases.update(res.durations_s)
         result: dict[str, Any] = {
             "space": space.name, "arch": str(arch), "ofa": space.to_ofa_dict(arch),

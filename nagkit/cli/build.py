@@ -9,14 +9,30 @@ from nagkit.cli.options import emit, json_option, verbosity_option
 
 @click.command("check")
 @click.argument("target", metavar="BUNDLE_OR_MODEL")
-@click.option("--device", "device_spec", required=True,
+@click.option("--device", "device_spec", default=None,
               help="cpu[:runtime=litert|onnxruntime,threads=N,cores=..], adb:SERIAL, adb:HOST:PORT, or a profile.")
-@click.option("--budget", type=float, required=True, help="Latency budget in milliseconds.")
+@click.option("--budget", type=float, default=None, help="Latency budget in milliseconds (with --device).")
 @click.option("--runs", type=int, default=None, help="Minimum number of timed runs.")
 @json_option
 @verbosity_option
-def check(target: str, device_spec: str, budget: float, runs: int | None, as_json: bool) -> None:
-    """Measure BUNDLE_OR_MODEL on a device: exit 0 if the median is within --budget, 1 if not."""
+def check(target: str, device_spec: str | None, budget: float | None, runs: int | None, as_json: bool) -> None:
+    """Verify BUNDLE_OR_MODEL and measure it on a device: exit 0 if the median is within
+    --budget, 1 if not. A bundle is verified first (its manifest, only the files it lists, their
+    hashes and the models' shapes); without --device and --budget, that (plus one run of each
+    model) is all, exit 0 when it holds."""
+    if (device_spec is None) != (budget is None):
+        raise click.BadParameter("--device and --budget go together (or leave both out to only verify a bundle)",
+                                 param_hint="--device/--budget")
+    if device_spec is None:
+        from nagkit.app.check import verify
+
+        v = verify(target)
+        emit(v.to_dict(), as_json, lambda r: (
+            f"OK: bundle verified: {', '.join(r['files'])} (sha256, sizes), input {r['input']['name']} "
+            f"{r['input']['shape']}, output {r['output']['name']} {r['output']['shape']}"
+            + (f", LiteRT vs ONNX Runtime max|diff| {r['cross_runtime']['max_abs_diff']:.1e}" if r["cross_runtime"]
+               else "") + f"; latency {r['latency_status']} [{r['bundle']}]"))
+        return
     from nagkit.app.check import check as run_check
 
     res = run_check(target, device_spec, budget, runs)
@@ -40,7 +56,12 @@ def check(target: str, device_spec: str, budget: float, runs: int | None, as_jso
 @click.option("--force", is_flag=True, help="Replace an existing bundle folder.")
 @click.option("--weights", default=None, help="Supernet checkpoint (an OFA .pth is imported on the fly).")
 @click.option("--random-init", is_flag=True, help="Random weights: a latency-only bundle (said in the manifest).")
-@click.option("--finetune", type=int, default=0, help="Fine-tune the subnet for N epochs on the workspace data.")
+@click.option("--finetune", type=int, default=0,
+              help="Fine-tune the subnet for N epochs: on --data, or on the workspace's Fashion-MNIST.")
+@click.option("--data", default=None, metavar="DIR",
+              help="With --finetune: an ImageFolder of your classes (DIR/train/<class>/*.png, DIR/val/...); "
+                   "the classifier is replaced for them.")
+@click.option("--device-train", default="cpu", show_default=True, help="Fine-tune on cpu, cuda or cuda:N.")
 @click.option("--max-tries", type=int, default=3, show_default=True, help="Candidates to try on the device.")
 @click.option("--samples", type=int, default=None, help="Generator samples per budget.")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -50,8 +71,8 @@ def check(target: str, device_spec: str, budget: float, runs: int | None, as_jso
 @json_option
 @verbosity_option
 def build(budget: float, workspace: str | None, device_spec: str | None, formats: str, out: str | None, force: bool,
-          weights: str | None, random_init: bool, finetune: int, max_tries: int, samples: int | None, seed: int,
-          accuracy_mode: str, as_json: bool) -> None:
+          weights: str | None, random_init: bool, finetune: int, data: str | None, device_train: str, max_tries: int,
+          samples: int | None, seed: int, accuracy_mode: str, as_json: bool) -> None:
     """Generate the best arch for --budget, export it with supernet weights, verify, bundle.
 
     With --device D the device is contacted first, and predictions and the budget's range come
@@ -66,8 +87,8 @@ def build(budget: float, workspace: str | None, device_spec: str | None, formats
         raise click.BadParameter("--random-init conflicts with --weights", param_hint="--random-init")
     res = run_build(budget, workspace=workspace, options=BuildOptions(
         device_spec=device_spec, formats=formats, out=out, force=force, weights=weights, random_init=random_init,
-        finetune=finetune, max_tries=max_tries, samples=samples, seed=seed, accuracy=accuracy_mode),
-        say=log, progress=phase_progress())
+        finetune=finetune, data=data, device_train=device_train, max_tries=max_tries, samples=samples, seed=seed,
+        accuracy=accuracy_mode), say=log, progress=phase_progress())
 
     def human(r: dict) -> str:
         m = r["measured"]

@@ -41,8 +41,8 @@ def default_demo() -> int:
     print(f"measured   {m.get('median_ms', float('nan')):.3f} ms median on this CPU ({r['device']}, n={m.get('n')})")
     print(f"accuracy   {100 * r['test_accuracy']:.2f}% top-1 on the Fashion-MNIST test set ({r['test_images']} images, "
           f"exported TFLite run with LiteRT, {r['test_seconds']:.1f} s)")
-    if r["accuracy"] is not None:
-        print(f"           {100 * r['accuracy']:.2f}% on the validation split ({r['accuracy_source']})")
+    for a in r["accuracies"][1:]:
+        print(f"           {100 * a['value']:.2f}% on {a['dataset']} {a['split']} ({a['images']} images, {a['evaluated']})")
     print("time       " + ", ".join(f"{k} {v:.2f}s" for k, v in r["timings_s"].items()))
     return 0
 

@@ -29,7 +29,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "search": ("nagkit.cli.nag", "search", "Run a baseline search (evolution, random, RL, NSGA-II) for a budget."),
     "compare": ("nagkit.cli.nag", "compare", "Compare NAG with the baselines across budgets."),
     "build": ("nagkit.cli.build", "build", "From a budget to a verified TFLite/ONNX bundle."),
-    "check": ("nagkit.cli.build", "check", "Gate a model's latency on a device (exit 1 when over budget)."),
+    "check": ("nagkit.cli.build", "check", "Verify a bundle; gate a model's latency on a device (exit 1 when over budget)."),
+    "finetune": ("nagkit.cli.finetune", "finetune", "Fine-tune a bundle's subnet on your own images (an ImageFolder)."),
     "supernet": ("nagkit.cli.supernet", "supernet", "Train or evaluate a supernet."),
     "init": ("nagkit.cli.workspace", "init", "Make a workspace of your own (a copy of a preset)."),
 }

@@ -8,8 +8,11 @@ Layout of a bundle ``DIR`` (and ``DIR.zip``, whose entries sit under one top fol
 
 :func:`write_bundle` builds everything in a temporary folder beside the target and renames it
 into place; an existing bundle is replaced only with ``force``. :func:`read_bundle` opens a
-folder or a .zip; zip extraction refuses entries that would land outside the folder (absolute
-paths, ``..``, symlinks, devices) and checks every model's sha256 against the manifest.
+folder or a .zip: the manifest is read with a size and nesting limit and validated; from a zip
+only the files the manifest lists are extracted, none bigger than the manifest says
+(:mod:`nagkit.export.zipfiles`); every model's size and sha256 are checked.
+:func:`check_model_shapes` loads the models and holds their input/output shapes to the
+manifest's; :func:`verify_bundle` also runs them (parity, LiteRT vs ONNX Runtime).
 """
 
 from __future__ import annotations
@@ -17,28 +20,26 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import re
 import shutil
-import stat
 import tempfile
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from nagkit.errors import ArtifactError, BadInputError
 from nagkit.export.manifest import (MODEL_FILES, RANDOM_INIT_NOTE, SCHEMA_ID, dumps_manifest, json_default,
-                                    make_manifest, readme_text)
+                                    make_manifest)
+from nagkit.export.readme import readme_text
 from nagkit.export.schema import validate_manifest
+from nagkit.export.zipfiles import (MAX_MANIFEST_BYTES, MAX_README_BYTES, bundle_top, checked_entries, extract_entry,
+                                    open_zip, read_entry, safe_extract, write_zip)
 from nagkit.io import current_umask
 
-__all__ = ["MODEL_FILES", "RANDOM_INIT_NOTE", "SCHEMA_ID", "Bundle", "check_bundle_target", "dumps_manifest",
-           "make_manifest", "read_bundle", "readme_text", "safe_extract", "verify_bundle",
-           "write_bundle", "zip_path_for"]
-
-MAX_ZIP_ENTRIES = 64
-MAX_ZIP_BYTES = 4 << 30
+__all__ = ["MODEL_FILES", "RANDOM_INIT_NOTE", "SCHEMA_ID", "Bundle", "check_bundle_target", "check_files",
+           "check_model_shapes", "dumps_manifest", "make_manifest", "parse_manifest", "read_bundle", "readme_text",
+           "safe_extract", "verify_bundle", "write_bundle", "zip_path_for"]
 
 
 @dataclass
@@ -137,7 +138,7 @@ def write_bundle(out_dir: str | os.PathLike, models: Mapping[str, str | os.PathL
         fd, tmp_zip_s = tempfile.mkstemp(prefix=f".{out_dir.name}.zip.", suffix=".tmp", dir=parent)
         os.close(fd)
         tmp_zip = Path(tmp_zip_s)
-        _write_zip(tmp_dir, tmp_zip, top=out_dir.name)
+        write_zip(tmp_dir, tmp_zip, top=out_dir.name)
         os.chmod(tmp_zip, 0o644 & ~current_umask())
         if out_dir.exists():  # force was given (check_bundle_target)
             old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=parent))
@@ -158,30 +159,85 @@ def write_bundle(out_dir: str | os.PathLike, models: Mapping[str, str | os.PathL
     return Bundle(root=out_dir, manifest=manifest, zip_path=zip_path_for(out_dir))
 
 
-def _write_zip(folder: Path, zip_path: Path, top: str) -> None:
-    with zipfile.ZipFile(zip_path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for p in sorted(folder.iterdir()):
-            info = zipfile.ZipInfo(f"{top}/{p.name}", date_time=(1980, 1, 1, 0, 0, 0))
-            info.external_attr = (stat.S_IFREG | 0o644) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            with open(p, "rb") as src, zf.open(info, "w") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-
-
 # -- reading --------------------------------------------------------------------------------------
-def read_bundle(path: str | os.PathLike, *, verify: bool = True) -> Bundle:
-    """Open a bundle folder or .zip; validate the manifest and (``verify``) the models' sha256."""
-    from nagkit.export.exporter import file_sha256
+MAX_MANIFEST_DEPTH = 16
 
+
+def _depth(v: Any) -> int:
+    """The nesting depth of a JSON value, without recursion."""
+    deepest, stack = 0, [(v, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        if d > MAX_MANIFEST_DEPTH:
+            break
+        if isinstance(node, dict):
+            stack.extend((c, d + 1) for c in node.values())
+        elif isinstance(node, list):
+            stack.extend((c, d + 1) for c in node)
+    return deepest
+
+
+def parse_manifest(data: bytes, where: str) -> dict[str, Any]:
+    """A manifest from its bytes: JSON, not nested deeper than :data:`MAX_MANIFEST_DEPTH`, of
+    this nagkit's schema, valid. Raises :class:`ArtifactError` naming what is wrong."""
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise ArtifactError(f"{where} is {len(data)} bytes; a manifest has at most {MAX_MANIFEST_BYTES}")
+    try:
+        manifest = json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise ArtifactError(f"{where} is nested too deeply to be a bundle manifest") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ArtifactError(f"{where} is not valid JSON: {str(e)[:160]}") from None
+    if _depth(manifest) > MAX_MANIFEST_DEPTH:
+        raise ArtifactError(f"{where} is nested deeper than {MAX_MANIFEST_DEPTH} levels; not a bundle manifest")
+    if isinstance(manifest, dict) and isinstance(manifest.get("schema"), str) and manifest["schema"] != SCHEMA_ID \
+            and manifest["schema"].startswith("nagkit.bundle/"):
+        raise ArtifactError(f"{where} is of schema {manifest['schema'][:40]!r}; this nagkit reads {SCHEMA_ID}",
+                            hint="rebuild the bundle with this nagkit (`nagkit build` or `nagkit export --bundle`)")
+    validate_manifest(manifest, where=where)
+    return manifest
+
+
+def _read_zip(path: Path, dest: Path) -> dict[str, Any]:
+    """Extract the bundle in zip ``path`` into ``dest``: the manifest, the files it lists (each at
+    most its listed size) and the README; nothing else. Returns the manifest."""
+    with open_zip(path) as zf:
+        entries = checked_entries(zf, path)
+        top = bundle_top(entries, path)
+        data = read_entry(zf, entries[top + "manifest.json"], MAX_MANIFEST_BYTES, path)
+        manifest = parse_manifest(data, f"manifest of bundle {str(path)!r}")
+        (dest / "manifest.json").write_bytes(data)
+        for name, entry in manifest["files"].items():
+            info = entries.get(top + name)
+            if info is None or info.is_dir():
+                raise ArtifactError(f"bundle {str(path)!r} lists {name} but the zip does not hold it",
+                                    hint="rebuild or re-download the bundle")
+            extract_entry(zf, info, dest / name, int(entry["size_bytes"]), path)
+        if top + "README.md" in entries:
+            (dest / "README.md").write_bytes(read_entry(zf, entries[top + "README.md"], MAX_README_BYTES, path))
+    return manifest
+
+
+def read_bundle(path: str | os.PathLike, *, verify: bool = True) -> Bundle:
+    """Open a bundle folder or .zip; validate the manifest and (``verify``) the models' sizes
+    and sha256. A zip is extracted into a temporary folder, only what its manifest lists."""
     path = Path(path)
     tmp = None
     if path.is_dir():
         root = path
+        mpath = root / "manifest.json"
+        if not mpath.is_file():
+            raise ArtifactError(f"bundle {str(path)!r} has no manifest.json")
+        if mpath.stat().st_size > MAX_MANIFEST_BYTES:
+            raise ArtifactError(f"manifest.json of bundle {str(path)!r} is {mpath.stat().st_size} bytes; "
+                                f"a manifest has at most {MAX_MANIFEST_BYTES}")
+        manifest = parse_manifest(mpath.read_bytes(), f"manifest of bundle {str(path)!r}")
     elif path.is_file() and zipfile.is_zipfile(path):
         tmp = tempfile.TemporaryDirectory(prefix="nagkit-bundle-")
+        root = Path(tmp.name)
         try:
-            safe_extract(path, Path(tmp.name))
-            root = _bundle_root(Path(tmp.name), path)
+            manifest = _read_zip(path, root)
         except BaseException:
             tmp.cleanup()
             raise
@@ -192,24 +248,8 @@ def read_bundle(path: str | os.PathLike, *, verify: bool = True) -> Bundle:
         raise BadInputError(f"bundle {str(path)!r} does not exist",
                             hint="build one with `nagkit build` or `nagkit export --bundle`")
     try:
-        mpath = root / "manifest.json"
-        if not mpath.is_file():
-            raise ArtifactError(f"bundle {str(path)!r} has no manifest.json")
-        try:
-            manifest = json.loads(mpath.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ArtifactError(f"manifest.json of bundle {str(path)!r} is not valid JSON: {e}") from None
-        validate_manifest(manifest, where=f"manifest of bundle {str(path)!r}")
         if verify:
-            for name, entry in manifest["files"].items():
-                fp = root / name
-                if not fp.is_file():
-                    raise ArtifactError(f"bundle {str(path)!r} lists {name} but the file is missing")
-                digest = file_sha256(fp)
-                if digest != entry["sha256"]:
-                    raise ArtifactError(f"{name} in bundle {str(path)!r} is corrupt: sha256 {digest[:16]}... "
-                                        f"!= manifest {entry['sha256'][:16]}...",
-                                        hint="rebuild or re-download the bundle")
+            check_files(root, manifest, str(path))
     except BaseException:
         if tmp is not None:
             tmp.cleanup()
@@ -217,32 +257,63 @@ def read_bundle(path: str | os.PathLike, *, verify: bool = True) -> Bundle:
     return Bundle(root=root, manifest=manifest, zip_path=path if tmp is not None else None, _tmp=tmp)
 
 
+def check_files(root: Path, manifest: Mapping[str, Any], where: str) -> None:
+    """Every file the manifest lists is in ``root`` with its size and sha256."""
+    from nagkit.export.exporter import file_sha256
+
+    for name, entry in manifest["files"].items():
+        fp = root / name
+        if not fp.is_file():
+            raise ArtifactError(f"bundle {where!r} lists {name} but the file is missing")
+        size = fp.stat().st_size
+        if size != entry["size_bytes"]:
+            raise ArtifactError(f"{name} in bundle {where!r} is {size} bytes; the manifest says {entry['size_bytes']}",
+                                hint="rebuild or re-download the bundle")
+        digest = file_sha256(fp)
+        if digest != entry["sha256"]:
+            raise ArtifactError(f"{name} in bundle {where!r} is corrupt: sha256 {digest[:16]}... "
+                                f"!= manifest {entry['sha256'][:16]}...", hint="rebuild or re-download the bundle")
+
+
+def check_model_shapes(b: Bundle, threads: int | None = None) -> dict[str, Any]:
+    """Load every model of ``b`` in its runtime; its input and output shapes must be the
+    manifest's (an :class:`ArtifactError` otherwise). Returns ``{format: loaded model}``."""
+    from nagkit.runtimes.models import load_model
+
+    shape = [int(v) for v in b.manifest["input"]["shape"]]
+    want_out = [int(v) for v in b.manifest["output"]["shape"]]
+    loaded = {}
+    for fmt, path in sorted(b.models.items()):
+        m = load_model(path, threads=threads)
+        if list(m.input_shape) != shape:
+            raise ArtifactError(f"{path.name} takes input {list(m.input_shape)} but the manifest says {shape}",
+                                hint="the manifest does not describe this model; rebuild the bundle")
+        if list(m.output_shape) != want_out:
+            raise ArtifactError(f"{path.name} gives output {list(m.output_shape)} but the manifest says {want_out}",
+                                hint="the manifest does not describe this model; rebuild the bundle")
+        loaded[fmt] = m
+    return loaded
+
+
 def verify_bundle(bundle: Bundle | str | os.PathLike, module=None, *, seed: int = 0, rtol: float | None = None,
                   threads: int | None = None) -> dict[str, Any]:
     """Load every model of a bundle in its runtime and check it on seeded inputs.
 
-    Checks: each model loads (LiteRT / ONNX Runtime), takes the manifest's input shape and gives
-    the manifest's output shape; with ``module``, each matches PyTorch (parity); with two models,
-    they match each other. Raises ArtifactError / ParityError; returns what was checked.
+    Checks: each model loads (LiteRT / ONNX Runtime), its input and output shapes are the
+    manifest's and it runs; with ``module``, each matches PyTorch (parity); with two models,
+    they match each other. Raises ArtifactError / ParityError / CheckFailedError; returns what
+    was checked.
     """
     from nagkit.export.parity import DEFAULT_RTOL, check_parity, compare, seeded_inputs
-    from nagkit.runtimes.models import load_model
 
     rtol = DEFAULT_RTOL if rtol is None else rtol
     b = bundle if isinstance(bundle, Bundle) else read_bundle(bundle)
     try:
-        shape = [int(v) for v in b.manifest["input"]["shape"]]
-        want_out = [int(v) for v in b.manifest["output"]["shape"]]
-        x = seeded_inputs(shape, seed)
+        x = seeded_inputs([int(v) for v in b.manifest["input"]["shape"]], seed)
         outs: dict[str, Any] = {}
         report: dict[str, Any] = {"root": str(b.root), "seed": seed, "models": {}}
-        for fmt, path in sorted(b.models.items()):
-            m = load_model(path, threads=threads)
-            if list(m.input_shape) != shape:
-                raise ArtifactError(f"{path.name} takes input {list(m.input_shape)} but the manifest says {shape}")
+        for fmt, m in check_model_shapes(b, threads).items():
             y = m.run(x)
-            if list(y.shape) != want_out:
-                raise ArtifactError(f"{path.name} gives output {list(y.shape)} but the manifest says {want_out}")
             outs[fmt] = y
             entry: dict[str, Any] = {"runtime": m.runtime, "output_shape": list(y.shape)}
             if module is not None:
@@ -260,82 +331,3 @@ def verify_bundle(bundle: Bundle | str | os.PathLike, module=None, *, seed: int 
     finally:
         if b is not bundle:
             b.close()
-
-
-def _bundle_root(folder: Path, src: Path) -> Path:
-    if (folder / "manifest.json").is_file():
-        return folder
-    subs = [p for p in folder.iterdir()]
-    if len(subs) == 1 and subs[0].is_dir() and (subs[0] / "manifest.json").is_file():
-        return subs[0]
-    raise ArtifactError(f"zip {str(src)!r} holds no bundle (no manifest.json at its top or in one top folder)")
-
-
-_DRIVE = re.compile(r"^[A-Za-z]:")
-
-
-def safe_extract(zip_path: str | os.PathLike, dest: str | os.PathLike) -> list[Path]:
-    """Extract a zip into ``dest``, refusing any entry that could escape it.
-
-    Refused: absolute names, drive letters, backslashes, ``..`` components, symlinks and other
-    non-regular files, duplicate names, more than MAX_ZIP_ENTRIES entries or MAX_ZIP_BYTES in all.
-    Nothing is written unless every entry passes.
-    """
-    dest = Path(dest).resolve()
-    zip_path = Path(zip_path)
-    try:
-        zf = zipfile.ZipFile(zip_path)
-    except zipfile.BadZipFile as e:
-        raise ArtifactError(f"{str(zip_path)!r} is not a valid zip: {e}") from None
-    with zf:
-        infos = zf.infolist()
-        if len(infos) > MAX_ZIP_ENTRIES:
-            raise ArtifactError(f"zip {str(zip_path)!r} has {len(infos)} entries; a bundle has at most {MAX_ZIP_ENTRIES}")
-        total = sum(i.file_size for i in infos)
-        if total > MAX_ZIP_BYTES:
-            raise ArtifactError(f"zip {str(zip_path)!r} would expand to {total} bytes (limit {MAX_ZIP_BYTES})")
-        seen: set[str] = set()
-        plan: list[tuple[zipfile.ZipInfo, Path]] = []
-        for info in infos:
-            name = info.filename
-            bad = _unsafe_reason(info)
-            if bad:
-                raise ArtifactError(f"refusing zip {str(zip_path)!r}: entry {name!r} {bad}",
-                                    hint="this zip was not written by nagkit; do not trust it")
-            target = (dest / PurePosixPath(name)).resolve()
-            if target != dest and dest not in target.parents:
-                raise ArtifactError(f"refusing zip {str(zip_path)!r}: entry {name!r} escapes the folder")
-            key = str(PurePosixPath(name)).rstrip("/")
-            if key in seen:
-                raise ArtifactError(f"refusing zip {str(zip_path)!r}: entry {name!r} appears twice")
-            seen.add(key)
-            plan.append((info, target))
-        written: list[Path] = []
-        for info, target in plan:
-            if info.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(info) as src, open(target, "xb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-            written.append(target)
-    return written
-
-
-def _unsafe_reason(info: zipfile.ZipInfo) -> str | None:
-    name = info.filename
-    if not name or "\x00" in name:
-        return "has an empty or NUL name"
-    if "\\" in name:
-        return "uses backslashes"
-    if name.startswith("/") or _DRIVE.match(name):
-        return "is an absolute path"
-    if ".." in PurePosixPath(name).parts:
-        return "contains '..'"
-    mode = (info.external_attr >> 16) & 0xFFFF
-    ftype = stat.S_IFMT(mode)
-    if ftype == stat.S_IFLNK:
-        return "is a symlink"
-    if ftype not in (0, stat.S_IFREG, stat.S_IFDIR):
-        return "is not a regular file or folder"
-    return None

@@ -10,13 +10,14 @@ the batch is fixed at export time (``input_shape[0]``).
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import platform
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ FORMATS = ("onnx", "tflite")
 SUFFIX = {"onnx": ".onnx", "tflite": ".tflite"}
 CONVERTER = {"onnx": "torch.onnx", "tflite": "litert-torch"}
 INPUT_LAYOUT = "NCHW"
+IO_NAMES = ("image", "logits")  # the input and output tensors of every exported model, both formats
 
 
 @dataclass
@@ -71,6 +73,8 @@ class ExportResult:
     input_shape: list[int]
     input_layout: str = INPUT_LAYOUT
     input_dtype: str = "float32"
+    names: tuple[str, str] = IO_NAMES
+    metadata: dict[str, Any] | None = None  # what the model files carry (nagkit.runtimes.metadata)
     versions: dict[str, str | None] = field(default_factory=dict)
     durations_s: dict[str, float] = field(default_factory=dict)
     seed: int = 0
@@ -82,7 +86,9 @@ class ExportResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "models": {f: m.to_dict() for f, m in self.models.items()},
-            "input": {"shape": self.input_shape, "layout": self.input_layout, "dtype": self.input_dtype},
+            "input": {"shape": self.input_shape, "layout": self.input_layout, "dtype": self.input_dtype,
+                      "name": self.names[0]},
+            "output_name": self.names[1],
             "versions": self.versions,
             "durations_s": self.durations_s,
             "seed": self.seed,
@@ -123,12 +129,13 @@ def all_versions() -> dict[str, str | None]:
 
 def _export_one(module, example, f: str, tmp_path: Path, target: Path, *, versions: dict[str, str | None],
                 durations: dict[str, float], parity: bool, parity_inputs: np.ndarray | None, seed: int, rtol: float,
-                threads: int | None) -> ExportedModel:
-    """Convert ``module`` to format ``f`` at ``tmp_path`` and check its parity (seeded inputs,
-    plus ``parity_inputs``); the result names ``target``, where the file will be moved."""
+                threads: int | None, names: tuple[str, str], metadata: dict[str, Any] | None) -> ExportedModel:
+    """Convert ``module`` to format ``f`` at ``tmp_path`` (tensors ``names``, ``metadata`` inside)
+    and check its parity (seeded inputs, plus ``parity_inputs``); the result names ``target``,
+    where the file will be moved."""
     t0 = time.perf_counter()
     log.info("converting to %s with %s (input %s %s)", f, CONVERTER[f], tuple(example.shape), INPUT_LAYOUT)
-    (to_onnx if f == "onnx" else to_tflite)(module, example, tmp_path)
+    (to_onnx if f == "onnx" else to_tflite)(module, example, tmp_path, names=names, metadata=metadata)
     durations[f"convert_{f}"] = round(time.perf_counter() - t0, 4)
     t0 = time.perf_counter()
     loaded = load_model(tmp_path, threads=threads)
@@ -166,8 +173,14 @@ def export_model(
     rtol: float = DEFAULT_RTOL,
     threads: int | None = None,
     force: bool = False,
+    names: tuple[str, str] = IO_NAMES,
+    metadata: Mapping[str, Any] | None = None,
 ) -> ExportResult:
     """Convert ``module`` to each format, check parity, move the files into ``out_dir``.
+
+    ``names``: the input and output tensor names (both formats); ``metadata``: a JSON object
+    written into each file (:mod:`nagkit.runtimes.metadata`; e.g.
+    :func:`nagkit.export.manifest.model_metadata`).
 
     ``input_shape``: the full NCHW shape, batch included (the exported batch is fixed).
     ``parity_inputs``: inputs to compare on, in addition to the seeded ones (any multiple of
@@ -200,12 +213,13 @@ def export_model(
     staging = Path(tempfile.mkdtemp(prefix=f".{stem}.export-", dir=out_dir))
     durations: dict[str, float] = {}
     versions = all_versions()
+    meta = json.loads(json.dumps(dict(metadata), allow_nan=False)) if metadata is not None else None
     models: dict[str, ExportedModel] = {}
     try:
         for f in fmts:
             models[f] = _export_one(module, example, f, staging / targets[f].name, targets[f], versions=versions,
                                     durations=durations, parity=parity, parity_inputs=parity_inputs, seed=seed,
-                                    rtol=rtol, threads=threads)
+                                    rtol=rtol, threads=threads, names=names, metadata=meta)
         for f in fmts:
             os.replace(staging / targets[f].name, targets[f])
     except BaseException:
@@ -218,4 +232,5 @@ def export_model(
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return ExportResult(models=models, input_shape=list(shape), versions=versions, durations_s=durations, seed=seed)
+    return ExportResult(models=models, input_shape=list(shape), names=tuple(names), metadata=meta, versions=versions,
+                        durations_s=durations, seed=seed)

@@ -1,5 +1,20 @@
-"""The bundle manifest (``manifest.json``, validated by ``manifest.schema.json``) and the
-bundle's README: what a model is, how it was made and how to feed it."""
+"""The bundle manifest (``manifest.json``, validated by ``manifest.schema.json``): what a model
+is, how it was made, how to feed it, how fast and accurate it is, and how sure nagkit is of it.
+
+Provenance a deployer can check without nagkit beside it:
+
+- ``input.preprocessing``: the space's declared input transform at the model's resolution
+  (:meth:`~nagkit.space.space.SearchSpace.preprocessing`), shown as code in the README;
+- ``latency``: the prediction with the table it came from (its spec, sha256, and the device and
+  runtime it was measured on), the measurement with its device, and ``status``: ``measured``,
+  or ``unverified`` when no device measured the model;
+- ``accuracy``: the value with its dataset, split, number of images and what was evaluated
+  (the bundled file in its runtime, the PyTorch subnet, or a predictor); ``others`` holds
+  further evaluations (e.g. before/after fine-tuning);
+- ``weights``: the checkpoint's sha256 and source, and how the subnet was fine-tuned, if it was.
+
+The model files describe themselves too (:func:`model_metadata`, written into them at export).
+"""
 
 from __future__ import annotations
 
@@ -7,16 +22,66 @@ import datetime as _dt
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from nagkit.errors import BadInputError
 from nagkit.images.preprocessing import preprocessing_for
 
-SCHEMA_ID = "nagkit.bundle/1"
+SCHEMA_ID = "nagkit.bundle/2"
+MODEL_SCHEMA_ID = "nagkit.model/1"
 MODEL_FILES = {"tflite": "model.tflite", "onnx": "model.onnx"}
 RANDOM_INIT_NOTE = "random-init weights: the model is only good for latency checks, not for predictions"
+UNVERIFIED_NOTE = ("unverified: no device measured this model; the latency is the table's prediction "
+                   "(check it with `nagkit check BUNDLE --device D --budget MS`)")
+METADATA_WHERE = {"tflite": "the flatbuffer's Metadata entry 'nagkit.model' (JSON) and the signature "
+                            "serving_default (image -> logits)",
+                  "onnx": "metadata_props['nagkit.model'] (JSON)"}
+
+
+def accuracy_record(value: float, *, dataset: str | None, split: str, images: int | None, evaluated: str,
+                    source: str, metric: str = "top1") -> dict[str, Any]:
+    """One accuracy with what it was measured on: ``dataset``, ``split`` and its number of
+    ``images`` (None for a prediction without its own images), and what was ``evaluated``."""
+    if not (isinstance(value, (int, float)) and math.isfinite(float(value)) and 0 <= float(value) <= 1):
+        raise BadInputError(f"an accuracy must be a fraction in [0, 1], got {value!r}")
+    return {"value": float(value), "metric": metric, "dataset": dataset, "split": split,
+            "images": int(images) if images is not None else None, "evaluated": evaluated, "source": source}
+
+
+def model_metadata(space, arch, input_shape: Sequence[int], *, labels: Sequence[str] | None = None,
+                   names: tuple[str, str] = ("image", "logits")) -> dict[str, Any]:
+    """What an exported model file carries about itself: its input (name, shape, layout and
+    preprocessing) and output (name, shape, labels)."""
+    labels = list(labels) if labels is not None else (list(space.labels) or None)
+    n_classes = len(labels) if labels else space.n_classes
+    return {
+        "schema": MODEL_SCHEMA_ID, "space": space.name, "arch": str(arch),
+        "input": {"name": names[0], "shape": [int(v) for v in input_shape], "layout": "NCHW", "dtype": "float32",
+                  "preprocessing": preprocessing_for(space, arch.r)},
+        "output": {"name": names[1], "shape": [int(input_shape[0]), int(n_classes)], "kind": "logits",
+                   "labels": labels},
+    }
+
+
+def _latency(predicted, measured, device) -> dict[str, Any]:
+    if measured is not None and not isinstance(measured, Mapping):  # a LatencyStats
+        measured = measured.to_dict()
+    out: dict[str, Any] = {"predicted": dict(predicted) if predicted is not None else None,
+                           "measured": dict(measured) if measured is not None else None,
+                           "status": "measured" if measured is not None else "unverified"}
+    if measured is not None and device is not None:
+        out["measured"]["device"] = device["spec"]
+    if measured is None:
+        out["note"] = UNVERIFIED_NOTE
+    return out
+
+
+def _weights(sha: str | None, source: str | None, fine_tuned: Mapping[str, Any] | None) -> dict[str, Any]:
+    if not sha:
+        return {"sha256": "random-init", "source": None, "note": RANDOM_INIT_NOTE, "fine_tuned": None}
+    return {"sha256": sha, "source": source, "note": None, "fine_tuned": dict(fine_tuned) if fine_tuned else None}
 
 
 def make_manifest(
@@ -27,13 +92,13 @@ def make_manifest(
     input_shape: list[int] | None = None,
     weights_sha256: str | None = None,
     weights_source: str | None = None,
+    fine_tuned: Mapping[str, Any] | None = None,
     budget_ms: float | None = None,
     device: Mapping[str, Any] | str | None = None,
     predicted: Mapping[str, Any] | None = None,
     measured: Any = None,
-    accuracy: float | None = None,
-    accuracy_source: str | None = None,
-    accuracy_metric: str = "top1",
+    accuracy: Mapping[str, Any] | None = None,
+    accuracy_others: Sequence[Mapping[str, Any]] = (),
     labels: list[str] | None = None,
     seed: int | None = None,
     notes: list[str] | None = None,
@@ -41,21 +106,20 @@ def make_manifest(
 ) -> dict[str, Any]:
     """The manifest fields of a bundle for ``arch`` in ``space`` (files are added by write_bundle).
 
-    ``export``: an :class:`~nagkit.export.exporter.ExportResult` (input spec, parity, versions).
-    ``weights_sha256=None`` means random-init weights. ``predicted``: ``{"ms": ..., "source": ...}``.
-    ``measured``: a ``LatencyStats`` (or its dict). ``device``: a spec string or a dict with "spec".
-    ``build``: free-form provenance of the command that made the bundle (workspace, candidates
-    tried, time per phase...).
+    ``export``: an :class:`~nagkit.export.exporter.ExportResult` (input spec, names, parity,
+    versions). ``weights_sha256=None`` means random-init weights; ``fine_tuned``: how they were
+    fine-tuned. ``predicted``: ``{"ms": ..., "table": {"spec", "sha256", "device", "runtime"}}``.
+    ``measured``: a ``LatencyStats`` (or its dict). ``device``: a spec string or a dict with
+    "spec". ``accuracy`` (and ``accuracy_others``): :func:`accuracy_record` dicts. ``labels``:
+    the output's class names (default: the space's). ``build``: free-form provenance of the
+    command that made the bundle.
     """
     if input_shape is None:
         input_shape = list(export.input_shape) if export is not None else [1, space.in_channels, arch.r, arch.r]
-    if accuracy is not None and not math.isfinite(float(accuracy)):
-        accuracy = None  # unknown (e.g. a fallback candidate without an estimate): recorded as null
-    if accuracy is not None and not accuracy_source:
-        raise BadInputError("an accuracy needs its source (e.g. 'supernet eval, ImageNet val 10k')")
-    if measured is not None and not isinstance(measured, Mapping):  # a LatencyStats
-        measured = measured.to_dict()
-    labels = list(labels) if labels is not None else (list(space.labels) or None)
+    names = tuple(export.names) if export is not None else ("image", "logits")
+    device = ({"spec": device} if isinstance(device, str) else dict(device)) if device is not None else None
+    meta = model_metadata(space, arch, input_shape, labels=labels, names=names)
+    others = [dict(a) for a in accuracy_others]
     m: dict[str, Any] = {
         "schema": SCHEMA_ID,
         "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
@@ -63,18 +127,15 @@ def make_manifest(
         "arch": {"canonical": str(arch), "ofa": space.to_ofa_dict(arch), "params": space.params(arch),
                  "macs": space.macs(arch)},
         "budget_ms": budget_ms,
-        "device": ({"spec": device} if isinstance(device, str) else dict(device)) if device is not None else None,
-        "latency": {"predicted": dict(predicted) if predicted is not None else None,
-                    "measured": dict(measured) if measured is not None else None},
-        "accuracy": ({"value": float(accuracy), "metric": accuracy_metric, "source": accuracy_source}
-                     if accuracy is not None else None),
-        "weights": ({"sha256": weights_sha256, "source": weights_source, "note": None} if weights_sha256
-                    else {"sha256": "random-init", "source": None, "note": RANDOM_INIT_NOTE}),
-        "input": {"shape": [int(v) for v in input_shape], "layout": "NCHW", "dtype": "float32",
-                  "preprocessing": preprocessing_for(space, arch.r)},
-        "output": {"shape": [int(input_shape[0]), space.n_classes], "kind": "logits",
-                   "n_classes": space.n_classes, "labels": labels},
+        "device": device,
+        "latency": _latency(predicted, measured, device),
+        "accuracy": dict(accuracy, others=others) if accuracy is not None else None,
+        "weights": _weights(weights_sha256, weights_source, fine_tuned),
+        "input": meta["input"],
+        "output": dict(meta["output"], n_classes=meta["output"]["shape"][1]),
     }
+    if accuracy is None and others:
+        m["accuracy"] = dict(others[0], others=others[1:])
     if export is not None:
         m["versions"] = dict(export.versions)
         m["files"] = {
@@ -82,12 +143,14 @@ def make_manifest(
                 "format": f, "sha256": em.sha256, "size_bytes": em.size_bytes,
                 "converter": f"{em.converter} {em.converter_version}", "runtime": em.runtime,
                 "parity": _parity_summary(em.worst_parity),
+                "metadata": METADATA_WHERE[f] if export.metadata is not None else None,
             } for f, em in export.models.items()
         }
     if seed is not None:
         m["seed"] = int(seed)
+    notes = list(notes or []) + ([UNVERIFIED_NOTE] if measured is None else [])
     if notes:
-        m["notes"] = list(notes)
+        m["notes"] = notes
     if build is not None:
         m["build"] = dict(build)
     return m
@@ -116,53 +179,3 @@ def json_default(o: Any) -> Any:
     if isinstance(o, Path):
         return str(o)
     raise TypeError(f"cannot put a {type(o).__name__} in a manifest")
-
-
-def readme_text(manifest: Mapping[str, Any], name: str) -> str:
-    shape = manifest["input"]["shape"]
-    pre = manifest["input"]["preprocessing"]
-    resize = (f"resize to {pre['resize']}x{pre['resize']} (no crop)" if pre["resize"] == pre["center_crop"]
-              else f"resize to {pre['resize']}, center-crop {pre['center_crop']}")
-    w = manifest["weights"]
-    files = manifest["files"]
-    lines = [
-        f"# {name}: nagkit bundle",
-        "",
-        f"Architecture `{manifest['arch']['canonical']}` of search space `{manifest['space']}`"
-        + (f", built for a latency budget of {manifest['budget_ms']} ms" if manifest.get("budget_ms") else "")
-        + (f" on `{manifest['device']['spec']}`" if manifest.get("device") else "") + ".",
-        "",
-    ]
-    if w["sha256"] == "random-init":
-        lines += [f"**{w['note']}.**", ""]
-    lines += [
-        f"Files: {', '.join(f'`{f}`' for f in files)}; `manifest.json` has the full details (arch as OFA's "
-        "dict, latency, accuracy, weights sha256, versions).",
-        "",
-        f"Input: one float32 tensor of shape {shape} in {manifest['input']['layout']} layout (fixed batch "
-        f"{shape[0]}). Preprocessing: {resize}, "
-        f"scale by {pre['scale']:.6g}, subtract mean {pre['mean']}, divide by std {pre['std']}. "
-        f"Output: {manifest['output']['kind']} of shape {manifest['output']['shape']}.",
-        "",
-    ]
-    if "model.tflite" in files:
-        lines += [
-            "## LiteRT", "", "```python", "import numpy as np",
-            "from ai_edge_litert.interpreter import Interpreter  # pip install ai-edge-litert", "",
-            'interp = Interpreter(model_path="model.tflite")', "interp.allocate_tensors()",
-            "inp, out = interp.get_input_details()[0], interp.get_output_details()[0]",
-            f"x = np.zeros({tuple(shape)}, dtype=np.float32)  # preprocessed image(s), NCHW",
-            'interp.set_tensor(inp["index"], x)', "interp.invoke()",
-            'logits = interp.get_tensor(out["index"])', "```", "",
-        ]
-    if "model.onnx" in files:
-        lines += [
-            "## ONNX Runtime", "", "```python", "import numpy as np",
-            "import onnxruntime as ort  # pip install onnxruntime", "",
-            'sess = ort.InferenceSession("model.onnx", providers=["CPUExecutionProvider"])',
-            f"x = np.zeros({tuple(shape)}, dtype=np.float32)  # preprocessed image(s), NCHW",
-            "logits = sess.run(None, {sess.get_inputs()[0].name: x})[0]", "```", "",
-        ]
-    lines += ["Check its latency on a device: `nagkit check . --device cpu --budget MS` "
-              "(exit 1 when over budget).", ""]
-    return "\n".join(lines)

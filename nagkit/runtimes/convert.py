@@ -19,11 +19,13 @@ import os
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from nagkit.errors import NagkitError
 from nagkit.io import current_umask
+from nagkit.runtimes.metadata import set_onnx_metadata, set_tflite_io
 from nagkit.runtimes.quiet import native_stderr_captured
 
 log = logging.getLogger(__name__)
@@ -113,8 +115,12 @@ def _tmp_beside(path: Path, suffix: str) -> str:
     return tmp
 
 
-def to_onnx(module, example, path: str | os.PathLike, opset: int = ONNX_OPSET) -> Path:
-    """Export with torch.onnx (TorchScript exporter, fixed input shape) and run onnx.checker."""
+def to_onnx(module, example, path: str | os.PathLike, opset: int = ONNX_OPSET, *,
+            names: tuple[str, str] = ("input", "output"), metadata: Mapping[str, Any] | None = None) -> Path:
+    """Export with torch.onnx (TorchScript exporter, fixed input shape) and run onnx.checker.
+
+    ``names``: the input and output tensor names; ``metadata``: JSON written into the model's
+    metadata_props (:mod:`nagkit.runtimes.metadata`)."""
     import onnx
     import torch
 
@@ -126,9 +132,12 @@ def to_onnx(module, example, path: str | os.PathLike, opset: int = ONNX_OPSET) -
     buf = io.StringIO()
     try:
         with _captured("torch.onnx") as buf, torch.no_grad():
-            torch.onnx.export(module, (example,), tmp, dynamo=False, opset_version=opset, input_names=["input"],
-                              output_names=["output"])
+            torch.onnx.export(module, (example,), tmp, dynamo=False, opset_version=opset, input_names=[names[0]],
+                              output_names=[names[1]])
         model = onnx.load(tmp)
+        if metadata is not None:
+            set_onnx_metadata(model, metadata)
+            onnx.save(model, tmp)
         onnx.checker.check_model(model, full_check=True)
         os.replace(tmp, path)
     except NagkitError:
@@ -145,8 +154,12 @@ def to_onnx(module, example, path: str | os.PathLike, opset: int = ONNX_OPSET) -
     return path
 
 
-def to_tflite(module, example, path: str | os.PathLike) -> Path:
-    """Convert with litert-torch (fp32, input layout NCHW as in PyTorch)."""
+def to_tflite(module, example, path: str | os.PathLike, *, names: tuple[str, str] | None = None,
+              metadata: Mapping[str, Any] | None = None) -> Path:
+    """Convert with litert-torch (fp32, input layout NCHW as in PyTorch).
+
+    ``names``: the input and output names, in the signature (``serving_default``) and on the
+    tensors; ``metadata``: JSON written into the flatbuffer (:mod:`nagkit.runtimes.metadata`)."""
     # TensorFlow's native INFO lines on stderr are noise for users; -vv (DEBUG) keeps them.
     if not log.isEnabledFor(logging.DEBUG):
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -164,10 +177,15 @@ def to_tflite(module, example, path: str | os.PathLike) -> Path:
     buf = io.StringIO()
     try:
         with _captured("litert-torch") as buf:
-            edge = litert_torch.convert(module, (example,))
+            if names is None:
+                edge = litert_torch.convert(module, (example,))
+            else:  # a keyword input and a dict output name the signature's tensors
+                edge = litert_torch.convert(_named(module, names[1]), sample_kwargs={names[0]: example})
             edge.export(tmp)
         if os.path.getsize(tmp) == 0:
             raise RuntimeError("litert-torch wrote an empty file")
+        if names is not None or metadata is not None:
+            set_tflite_io(tmp, names, metadata)
         os.replace(tmp, path)
     except Exception as e:
         raise ConversionError(
@@ -179,6 +197,23 @@ def to_tflite(module, example, path: str | os.PathLike) -> Path:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def _named(module, output: str):
+    """``module`` taking one keyword input and returning ``{output: module(x)}`` (litert-torch
+    names a signature's tensors after the keywords and the output dict's keys)."""
+    import torch
+
+    class Named(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.module = module
+
+        def forward(self, **inputs):
+            (x,) = inputs.values()
+            return {output: self.module(x)}
+
+    return Named().eval()
 
 
 def convert_module(module, input_shape: tuple[int, ...], fmt: str, path: str | os.PathLike) -> Path:

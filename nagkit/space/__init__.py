@@ -5,8 +5,9 @@ from nagkit.space.layers import LayerSpec, conv_out, layer_input_shape, make_div
 from nagkit.space.presets import SPACES, get_space, list_spaces
 from nagkit.space.sampling import crossover_arch, mutate_arch, sample, sample_many
 from nagkit.space.space import SearchSpace
+from nagkit.space.transform import InputTransform
 
 __all__ = [
-    "Arch", "SPACES", "get_space", "list_spaces", "sample", "sample_many", "mutate_arch", "crossover_arch",
+    "Arch", "InputTransform", "SPACES", "get_space", "list_spaces", "sample", "sample_many", "mutate_arch", "crossover_arch",
     "LayerSpec", "SearchSpace", "conv_out", "layer_input_shape", "make_divisible",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from nagkit.registry import Registry
 from nagkit.space.space import SearchSpace
+from nagkit.space.transform import RESIZE_WHOLE
 
 SPACES: Registry[SearchSpace] = Registry("space", hint="list them with `nagkit space show`")
 
@@ -44,20 +45,13 @@ SPACES.register(
         mean=(0.2860,),
         std=(0.3530,),
         labels=FMNIST_LABELS,
+        # the 28x28 image resized to r (bilinear, no antialias), as nagkit.images.fmnist.preprocess
+        # does for training and evaluation: no crop
+        transform=RESIZE_WHOLE,
         description="OFA MobileNetV3 space for Fashion-MNIST: 1x28x28 input upscaled to 28..40, stem stride 1, "
                     "width 0.5, 10 classes",
     ),
 )
-
-
-# The images each registered space's weights were trained on: what a bundle's preprocessing
-# record describes (nagkit.images.preprocessing).
-DATASETS = {"ofa-mbv3-w1.0": "imagenet", "ofa-mbv3-w1.2": "imagenet", "fmnist-mbv3-w0.5": "fashion-mnist"}
-
-
-def dataset_of(space: str | SearchSpace) -> str | None:
-    """The dataset of a registered space (``imagenet``, ``fashion-mnist``), None for others."""
-    return DATASETS.get(space if isinstance(space, str) else space.name)
 
 
 def get_space(name: str | SearchSpace) -> SearchSpace:

@@ -15,8 +15,9 @@ from typing import Any
 from nagkit.errors import ArchError, BadInputError
 from nagkit.space.arch import Arch
 from nagkit.space.layers import LayerSpec, conv_out, make_divisible
+from nagkit.space.transform import IMAGENET_EVAL, InputTransform
 
-__all__ = ["LayerSpec", "SearchSpace", "conv_out", "make_divisible"]
+__all__ = ["InputTransform", "LayerSpec", "SearchSpace", "conv_out", "make_divisible"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,12 @@ class SearchSpace:
     ``base_stage_width`` has 9 entries: stem, fixed first block, the 5 elastic stages, the
     final expand layer and the feature-mix layer; each is scaled by ``width_mult`` and rounded
     with :func:`make_divisible`.
+
+    The input: ``in_channels``, ``mean``, ``std`` and ``transform`` (how images are resized,
+    :class:`~nagkit.space.transform.InputTransform`) declare what the space's weights expect;
+    :meth:`preprocessing` writes the whole recipe for one resolution. ``transform`` is not part
+    of the structure: two spaces that differ only in it compare equal, and :meth:`to_dict` (what
+    datasets, tables and trained models record about a space) leaves it out.
     """
 
     name: str
@@ -48,12 +55,14 @@ class SearchSpace:
     bn_momentum: float = 0.1
     bn_eps: float = 1e-5
     description: str = ""
-    # Input preprocessing recorded in bundles (ImageNet defaults).
+    # The input the weights expect (ImageNet's by default: OFA's weights).
     mean: tuple[float, ...] = (0.485, 0.456, 0.406)
     std: tuple[float, ...] = (0.229, 0.224, 0.225)
     labels: tuple[str, ...] = field(default=(), repr=False)
+    transform: InputTransform = field(default=IMAGENET_EVAL, compare=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "transform", InputTransform.from_value(self.transform))
         n = len(self.stage_strides)
         if len(self.base_stage_width) != n + 4:
             raise BadInputError(
@@ -129,12 +138,26 @@ class SearchSpace:
                 changes[k] = tuple(v)
         return dataclasses.replace(self, **changes)
 
+    def with_labels(self, labels: Sequence[str]) -> SearchSpace:
+        """This space with a classifier for ``labels`` (a fine-tuned head: params, MACs, outputs)."""
+        labels = tuple(str(v) for v in labels)
+        if len(labels) < 1:
+            raise BadInputError(f"space {self.name!r}: a classifier needs at least one label")
+        return self.replace(n_classes=len(labels), labels=labels)
+
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
+        """The structure (every field but ``transform``); :meth:`from_dict` reads it back."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "transform"}
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in d.items()}
+
+    def preprocessing(self, r: int) -> dict[str, Any]:
+        """How an image becomes this space's input at resolution ``r`` (color, resize, crop,
+        scale, mean/std, layout): what bundles record (:meth:`InputTransform.record`)."""
+        return self.transform.record(r, self.in_channels, self.mean, self.std)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SearchSpace:
+        """A space from :meth:`to_dict`'s fields, plus an optional ``transform`` table."""
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - names)
         if unknown:
@@ -264,6 +287,8 @@ class SearchSpace:
             "resolutions": list(self.resolutions),
             "in_channels": self.in_channels,
             "n_classes": self.n_classes,
+            "input": {"channels": self.in_channels, "mean": list(self.mean), "std": list(self.std),
+                      **self.transform.to_dict()},
             "n_architectures": self.size,
         }
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ..cli.helpers import run_cli
+from ..cli.helpers import run_cli, run_cli_inproc
 
 
 @pytest.fixture(scope="module")
@@ -43,3 +43,52 @@ def test_check_bad_inputs(models, cli_env, tmp_path):
     assert r.code == 2 and "toaster" in r.err and "Traceback" not in r.err
     r = run_cli(["check", str(models["tflite"]), "--device", "cpu", "--budget", "-1"], env=cli_env)
     assert r.code == 2 and "--budget" in r.err
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory, tiny_export):
+    from nagkit.export.bundle import make_manifest, write_bundle
+
+    sp, arch, _, res = tiny_export
+    b = write_bundle(tmp_path_factory.mktemp("cb") / "b", res.paths,
+                     make_manifest(sp, arch, export=res, weights_sha256="0" * 64))
+    return b.root
+
+
+def _lying_copy(bundle, tmp_path, **changes):
+    """A copy of the bundle whose manifest says other shapes (the model files, hashes intact)."""
+    import shutil
+
+    out = tmp_path / "lying"
+    shutil.copytree(bundle, out)
+    m = json.loads((out / "manifest.json").read_text())
+    for where, shape in changes.items():
+        m[where]["shape"] = shape
+    (out / "manifest.json").write_text(json.dumps(m))
+    return out
+
+
+@pytest.mark.parametrize("where, shape, said", [
+    ("input", [1, 3, 40, 40], "takes input [1, 3, 32, 32] but the manifest says [1, 3, 40, 40]"),
+    ("output", [1, 11], "gives output [1, 10] but the manifest says [1, 11]"),
+])
+def test_check_refuses_a_manifest_that_contradicts_its_model(bundle, tmp_path, capsys, where, shape, said):
+    """Issue 13 D5 (a lying input shape) and D13 (a contradicting output shape): exit 2, one line,
+    before anything is measured; with or without a device."""
+    lying = _lying_copy(bundle, tmp_path, **{where: shape})
+    for args in (["--device", "cpu", "--budget", "1000"], []):
+        r = run_cli_inproc(["check", str(lying), *args], capsys)
+        assert r.code == 2 and said in r.err and "Traceback" not in r.err, r.err
+        assert r.out == ""
+
+
+def test_check_without_a_device_verifies_the_bundle(bundle, cli_env, capsys):
+    r = run_cli_inproc(["check", str(bundle), "--json"], capsys)
+    assert r.code == 0, r.err
+    v = json.loads(r.out)
+    assert v["verified"] and v["input"] == {"name": "image", "shape": [1, 3, 32, 32], "layout": "NCHW",
+                                              "dtype": "float32"}
+    assert set(v["files"]) == {"model.onnx", "model.tflite"} and v["cross_runtime"]["passed"]
+    assert v["latency_status"] == "unverified"
+    r = run_cli(["check", str(bundle), "--device", "cpu"], env=cli_env)  # the exit code end to end
+    assert r.code == 2 and "--device and --budget go together" in r.err

@@ -14,6 +14,7 @@ import torch
 from nagkit.errors import ArtifactError, BadInputError
 from nagkit.export.bundle import (RANDOM_INIT_NOTE, make_manifest, read_bundle, safe_extract, verify_bundle,
                                   write_bundle, zip_path_for)
+from nagkit.export.manifest import UNVERIFIED_NOTE, accuracy_record
 from nagkit.export.parity import ParityError
 from nagkit.supernet import StaticNet
 from nagkit.export.exporter import export_model
@@ -67,10 +68,13 @@ def test_write_and_read_bundle_folder_and_zip(exported, tmp_path):
     from nagkit.devices.base import LatencyStats
 
     stats = LatencyStats.from_samples([2.0, 2.1, 2.2, 2.05, 1.95])
+    table = {"spec": "latency_tables/t.json", "sha256": "cd" * 32, "device": {"model": "ref cpu"},
+             "runtime": {"name": "litert", "threads": 1}}
+    acc = accuracy_record(0.71, dataset="synthetic", split="val", images=500, evaluated="PyTorch subnet",
+                          source="supernet eval (synthetic)")
     fields = _manifest(exported, weights_sha256="ab" * 32, weights_source="sn.pth", budget_ms=3.0, device="cpu",
-                       predicted={"ms": 2.3, "source": "latency table cpu-litert-1t"}, measured=stats,
-                       accuracy=0.71, accuracy_source="supernet eval (synthetic)", seed=3,
-                       build={"workspace": "ws", "candidates_tried": 2})
+                       predicted={"ms": 2.3, "source": "latency table", "table": table}, measured=stats,
+                       accuracy=acc, seed=3, build={"workspace": "ws", "candidates_tried": 2})
     out = tmp_path / "b"
     b = write_bundle(out, res.paths, fields)
     assert b.root == out and b.zip_path == tmp_path / "b.zip"
@@ -81,18 +85,21 @@ def test_write_and_read_bundle_folder_and_zip(exported, tmp_path):
     assert m["arch"] == {"canonical": str(arch), "ofa": sp.to_ofa_dict(arch), "params": sp.params(arch),
                          "macs": sp.macs(arch)}
     assert m["latency"]["measured"]["median_ms"] == pytest.approx(stats.median_ms)
-    assert m["weights"]["sha256"] == "ab" * 32 and m["budget_ms"] == 3.0 and m["device"] == {"spec": "cpu"}
-    assert m["input"]["shape"] == [1, 3, 32, 32] and m["input"]["layout"] == "NCHW"
-    # a space without ImageNet weights: nagkit's own pipeline, the image resized straight to r (no crop)
-    pre = m["input"]["preprocessing"]
-    assert (pre["resize"], pre["center_crop"], pre["color"]) == (32, 32, "RGB") and "no crop" in pre["note"]
-    assert m["output"]["n_classes"] == 10 and m["output"]["labels"][3] == "class3"
+    assert m["latency"]["measured"]["device"] == "cpu" and m["latency"]["status"] == "measured"
+    assert m["latency"]["predicted"]["table"] == table  # the table and the device it was measured on
+    assert m["accuracy"] == dict(acc, others=[]) and m["accuracy"]["split"] == "val" and m["accuracy"]["images"] == 500
+    assert m["weights"] == {"sha256": "ab" * 32, "source": "sn.pth", "note": None, "fine_tuned": None}
+    assert m["budget_ms"] == 3.0 and m["device"] == {"spec": "cpu"}
+    assert m["input"]["shape"] == [1, 3, 32, 32] and m["input"]["layout"] == "NCHW" and m["input"]["name"] == "image"
+    assert m["input"]["preprocessing"] == sp.preprocessing(32)  # what the space declares (ImageNet's by default)
+    assert m["output"]["n_classes"] == 10 and m["output"]["labels"][3] == "class3" and m["output"]["name"] == "logits"
     assert m["files"]["model.onnx"]["parity"]["passed"] is True
     assert {"nagkit", "torch", "litert", "onnxruntime"} <= set(m["versions"])
     assert m["build"] == {"workspace": "ws", "candidates_tried": 2} and m["seed"] == 3
     readme = (out / "README.md").read_text()
     assert "onnxruntime" in readme and "InferenceSession" in readme and "(1, 3, 32, 32)" in readme
-    assert "resize to 32x32 (no crop)" in readme
+    assert "def preprocess(path):" in readme and "the shorter side to 37, then center-crop 32x32" in readme
+    assert "Latency: median" in readme and "71.00% top1 on synthetic, split val, 500 images" in readme
 
     x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
     ref = net(torch.from_numpy(x)).detach().numpy()
@@ -105,23 +112,25 @@ def test_write_and_read_bundle_folder_and_zip(exported, tmp_path):
     assert not root.exists() or root == out  # a zip's temporary folder is removed on close
 
 
-def test_preprocessing_follows_the_images_the_weights_were_trained_on():
-    from nagkit.images.preprocessing import preprocessing_for
+def test_preprocessing_is_the_spaces_declaration():
+    from nagkit.export.manifest import make_manifest as mk
     from nagkit.space import get_space
 
-    ofa = preprocessing_for(get_space("ofa-mbv3-w1.0"), 224)  # OFA's ImageNet evaluation transform
-    assert (ofa["resize"], ofa["center_crop"], ofa["color"]) == (256, 224, "RGB")
-    assert ofa["mean"] == pytest.approx([0.485, 0.456, 0.406])
-    fm = preprocessing_for(get_space("fmnist-mbv3-w0.5"), 36)  # nagkit.images.fmnist.preprocess
-    assert (fm["resize"], fm["center_crop"], fm["color"]) == (36, 36, "grayscale")
-    assert fm["mean"] == pytest.approx([0.2860]) and fm["std"] == pytest.approx([0.3530])
+    fm = get_space("fmnist-mbv3-w0.5")
+    m = mk(fm, fm.smallest(36))
+    assert m["input"]["preprocessing"] == fm.preprocessing(36) and m["input"]["preprocessing"]["resize_rule"] == "whole"
+    assert m["input"]["shape"] == [1, 1, 36, 36] and m["output"]["labels"][0] == "T-shirt/top"
 
 
 def test_random_init_manifest_says_latency_only(exported, tmp_path):
     b = write_bundle(tmp_path / "r", exported[3].paths, _manifest(exported))
-    assert b.manifest["weights"] == {"sha256": "random-init", "source": None, "note": RANDOM_INIT_NOTE}
+    assert b.manifest["weights"] == {"sha256": "random-init", "source": None, "note": RANDOM_INIT_NOTE,
+                                     "fine_tuned": None}
+    assert b.manifest["latency"] == {"predicted": None, "measured": None, "status": "unverified",
+                                     "note": UNVERIFIED_NOTE}
+    assert UNVERIFIED_NOTE in b.manifest["notes"] and "Latency: unverified" in (tmp_path / "r" / "README.md").read_text()
     assert "only good for latency checks" in (tmp_path / "r" / "README.md").read_text()
-    bad = dict(b.manifest, weights={"sha256": "random-init", "source": None, "note": None})
+    bad = dict(b.manifest, weights={"sha256": "random-init", "source": None, "note": None, "fine_tuned": None})
     with pytest.raises(ArtifactError, match="latency checks"):
         validate_manifest(bad)
 
@@ -160,10 +169,11 @@ def test_invalid_manifest_is_refused_and_nothing_written(exported, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_unknown_accuracy_is_null(exported):
-    assert _manifest(exported, accuracy=float("nan"), accuracy_source="x")["accuracy"] is None
-    with pytest.raises(BadInputError, match="source"):
-        _manifest(exported, accuracy=0.5)
+def test_accuracy_records_need_a_finite_fraction(exported):
+    assert _manifest(exported)["accuracy"] is None
+    for bad in (float("nan"), 1.5, -0.1):
+        with pytest.raises(BadInputError, match="fraction"):
+            accuracy_record(bad, dataset="d", split="val", images=10, evaluated="x", source="y")
 
 
 def test_nan_in_manifest_is_refused(exported, tmp_path):
@@ -174,10 +184,10 @@ def test_nan_in_manifest_is_refused(exported, tmp_path):
 
 def test_schema_validator_reports_paths():
     v = Validator(json.loads(MANIFEST_SCHEMA_PATH.read_text()))
-    errs = v.errors({"schema": "nagkit.bundle/2", "extra": 1})
+    errs = v.errors({"schema": "nagkit.bundle/1", "extra": 1})
     text = "\n".join(errs)
     assert "$: missing required field 'arch'" in text
-    assert "$.schema: must be \"nagkit.bundle/1\"" in text
+    assert "$.schema: must be \"nagkit.bundle/2\"" in text
     assert "unexpected field 'extra'" in text
     with pytest.raises(ValueError, match="not supported"):
         Validator({"type": "object", "oneOf": []})
@@ -185,9 +195,14 @@ def test_schema_validator_reports_paths():
 
 def test_read_bundle_detects_tampered_model(exported, tmp_path):
     b = write_bundle(tmp_path / "b", exported[3].paths, _manifest(exported))
+    data = bytearray((b.root / "model.onnx").read_bytes())
+    data[-1] ^= 0xFF
+    (b.root / "model.onnx").write_bytes(bytes(data))
+    with pytest.raises(ArtifactError, match="corrupt: sha256"):
+        read_bundle(b.root)
     with open(b.root / "model.onnx", "ab") as f:
         f.write(b"\0")
-    with pytest.raises(ArtifactError, match="corrupt: sha256"):
+    with pytest.raises(ArtifactError, match="bytes; the manifest says"):
         read_bundle(b.root)
     with pytest.raises(BadInputError, match="does not exist"):
         read_bundle(tmp_path / "nope")

@@ -128,3 +128,26 @@ def test_cuda_module_is_exported_from_a_cpu_copy(tmp_path):
     res = export_model(net, (1, 3, 8, 8), "onnx", tmp_path)
     assert res.models["onnx"].worst_parity.passed
     assert next(net.parameters()).device.type == "cuda"  # the caller's module stays where it was
+
+
+def test_exported_models_describe_themselves(tiny_export):
+    """Issue 16 point 2: tensors named image/logits in both formats, the TFLite signature, and
+    the nagkit.model metadata (input shape, preprocessing, labels) inside each file."""
+    import onnxruntime as ort
+    from ai_edge_litert.interpreter import Interpreter
+
+    from nagkit.export.manifest import model_metadata
+    from nagkit.runtimes.metadata import read_metadata
+
+    sp, arch, _, res = tiny_export
+    want = model_metadata(sp, arch, (1, 3, 32, 32))
+    assert res.names == ("image", "logits") and res.metadata == want
+    for path in res.paths.values():
+        assert read_metadata(path) == want
+    assert want["input"]["preprocessing"] == sp.preprocessing(32) and want["output"]["labels"][9] == "class9"
+    it = Interpreter(model_path=str(res.paths["tflite"]))
+    assert it.get_signature_list() == {"serving_default": {"inputs": ["image"], "outputs": ["logits"]}}
+    assert it.get_input_details()[0]["name"] == "image" and it.get_output_details()[0]["name"] == "logits"
+    sess = ort.InferenceSession(str(res.paths["onnx"]), providers=["CPUExecutionProvider"])
+    assert [i.name for i in sess.get_inputs()] == ["image"] and [o.name for o in sess.get_outputs()] == ["logits"]
+    assert "nagkit.model" in sess.get_modelmeta().custom_metadata_map

@@ -188,7 +188,7 @@ def test_cli_train_eval_and_corrupt_data(space, tmp_path, cli_env):
 def test_recalibrate_and_finetune_subnet(space, tmp_path):
     from nagkit.data.supernet_acc import split_settings
     from nagkit.supernet import OFAMobileNetV3
-    from nagkit.supernet.finetune import finetune_subnet, recalibrate_subnet
+    from nagkit.supernet.finetune import Recipe, finetune_subnet, recalibrate_subnet
 
     _write_idx(tmp_path, n_train=48)
     split = split_settings({"n_val": 8, "calib_images": 16, "data_dir": str(tmp_path), "workers": 2})
@@ -205,7 +205,7 @@ def test_recalibrate_and_finetune_subnet(space, tmp_path):
     again = recalibrate_subnet(net.extract(arch), space, split)  # same images: same statistics
     assert torch.equal(again.blocks[1].conv.depth_conv.bn.running_var, after)
     w0 = sub.classifier.linear.weight.clone()
-    tuned = finetune_subnet(sub, space, split, epochs=1, batch_size=16)
+    tuned = finetune_subnet(sub, space, split, epochs=1, recipe=Recipe(batch_size=16))
     out = tuned(torch.zeros(2, 1, 32, 32))
     assert out.shape == (2, 10) and torch.isfinite(out).all()
     assert not torch.equal(w0, tuned.classifier.linear.weight)

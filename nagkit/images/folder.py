@@ -1,0 +1,195 @@
+"""A user's labelled images as an ImageFolder (read with torchvision), for fine-tuning.
+
+Layout: ``DIR/train/<class>/*.png`` (any of torchvision's image suffixes), and either
+``DIR/val/<class>/...`` or a seeded, per-class split of the training images (``val_fraction``,
+at least one image of each class). ``DIR/<class>/...`` without ``train/`` is the training set
+too. Labels are the class folder names, sorted (torchvision's order).
+
+Every image is decoded once up front (PIL), converted to the space's color (``RGB`` or ``L``)
+and kept in memory as a uint8 ``[C, H, W]`` tensor, so training never meets a bad file: an image
+that cannot be decoded is skipped and counted (:attr:`FolderData.skipped`). Images may have any
+size (the space's transform resizes them). Refused with a :class:`BadInputError` (exit 2): a
+missing or empty folder, fewer than two classes, a class without a readable image, ``val/``
+classes that differ from ``train/``'s, a class too small to split, more than ``max_images``.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nagkit.errors import BadInputError
+
+MAX_IMAGES = 100_000
+MAX_PIXELS = 64_000_000  # per image: PIL's decompression-bomb guard, stricter
+MAX_BYTES = 2 << 30  # all decoded images together (they are kept in memory)
+_HINT = "lay the images out as DIR/train/<class>/*.png (and DIR/val/<class>/...), one folder per class"
+
+
+@dataclass
+class ImageSet:
+    """Decoded images (uint8 ``[C, H, W]`` tensors) and their labels."""
+
+    images: list
+    labels: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+
+@dataclass
+class FolderData:
+    """The train and val sets of an ImageFolder, with what was skipped and how."""
+
+    root: Path
+    classes: list[str]
+    train: ImageSet
+    val: ImageSet
+    val_source: str  # "val/" or "seeded split (fraction f, seed s)"
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    sizes: Counter = field(default_factory=Counter)  # (width, height) -> count
+
+    def summary(self) -> dict[str, Any]:
+        return {"dir": str(self.root), "classes": list(self.classes), "train_images": len(self.train),
+                "val_images": len(self.val), "val": self.val_source, "skipped_images": len(self.skipped),
+                "skipped_examples": [f"{p}: {why}" for p, why in self.skipped[:5]],
+                "image_sizes": len(self.sizes)}
+
+
+def _decode(path: str, mode: str):
+    """(uint8 tensor [C, H, W], (w, h)) of one image file, or raise with the reason."""
+    import torch
+    from PIL import Image
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        with Image.open(path) as im:
+            if im.width * im.height > MAX_PIXELS:
+                raise ValueError(f"{im.width}x{im.height} pixels is over the limit of {MAX_PIXELS}")
+            im.load()
+            size = im.size
+            arr = np.asarray(im.convert(mode), dtype=np.uint8)
+    t = torch.from_numpy(arr.copy())
+    return (t.unsqueeze(0) if t.ndim == 2 else t.permute(2, 0, 1).contiguous()), size
+
+
+def _scan(folder: Path, what: str) -> tuple[list[str], list[tuple[str, int]]]:
+    from torchvision.datasets import ImageFolder
+
+    if not folder.is_dir():
+        raise BadInputError(f"image folder {str(folder)!r} does not exist or is not a folder", hint=_HINT)
+    try:
+        ds = ImageFolder(str(folder), allow_empty=True)
+    except FileNotFoundError:
+        raise BadInputError(f"{what} folder {str(folder)!r} has no class folders (it is empty)", hint=_HINT) from None
+    if len(ds.classes) < 2:
+        raise BadInputError(f"{what} folder {str(folder)!r} has {len(ds.classes)} class ({', '.join(ds.classes)}); "
+                            "fine-tuning a classifier needs at least 2", hint=_HINT)
+    if not ds.samples:
+        raise BadInputError(f"{what} folder {str(folder)!r} has class folders but no images", hint=_HINT)
+    return list(ds.classes), list(ds.samples)
+
+
+def _load(samples: list[tuple[str, int]], classes: list[str], mode: str, what: str, skipped: list, sizes: Counter,
+          max_images: int) -> ImageSet:
+    if len(samples) > max_images:
+        raise BadInputError(f"{what} has {len(samples)} images; the limit is {max_images}",
+                            hint="fine-tune on a subset of the images")
+    images, labels, total = [], [], 0
+    for path, label in samples:
+        try:
+            t, size = _decode(path, mode)
+        except Exception as e:  # noqa: BLE001 - any file PIL cannot decode is skipped and counted
+            skipped.append((path, f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"))
+            continue
+        total += t.numel()
+        if total > MAX_BYTES:
+            raise BadInputError(f"{what}: the decoded images exceed {MAX_BYTES >> 20} MiB in memory",
+                                hint="fine-tune on a subset, or on images scaled down to a few times the resolution")
+        images.append(t)
+        labels.append(label)
+        sizes[size] += 1
+    counts = Counter(labels)
+    empty = [classes[i] for i in range(len(classes)) if counts[i] == 0]
+    if empty:
+        raise BadInputError(f"{what}: class(es) {', '.join(repr(c) for c in empty)} have no readable image "
+                            f"({len(skipped)} file(s) skipped as unreadable)", hint=_HINT)
+    return ImageSet(images, np.asarray(labels, dtype=np.int64))
+
+
+def split_indices(labels: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded per-class split: (train indices, val indices), at least one of each class in each."""
+    rng = np.random.default_rng(seed)
+    tr, va = [], []
+    for c in np.unique(labels):
+        idx = rng.permutation(np.flatnonzero(labels == c))
+        if len(idx) < 2:
+            raise BadInputError(f"class {int(c)} has {len(idx)} image; a seeded validation split needs at least "
+                                "2 per class", hint="add images, or give a DIR/val folder")
+        k = min(len(idx) - 1, max(1, int(round(fraction * len(idx)))))
+        va.append(idx[:k])
+        tr.append(idx[k:])
+    return np.sort(np.concatenate(tr)), np.sort(np.concatenate(va))
+
+
+def _subset(s: ImageSet, idx: np.ndarray) -> ImageSet:
+    return ImageSet([s.images[i] for i in idx], s.labels[idx])
+
+
+def open_image_folder(root: str | os.PathLike, *, channels: int, val_fraction: float = 0.2, seed: int = 0,
+                      max_images: int = MAX_IMAGES) -> FolderData:
+    """Read ``root`` (see the module docstring) as images of ``channels`` channels (1 or 3)."""
+    if not 0 < val_fraction < 1:
+        raise BadInputError(f"the validation fraction must be between 0 and 1, got {val_fraction}")
+    root = Path(root).expanduser()
+    if not root.is_dir():
+        raise BadInputError(f"--data {str(root)!r} does not exist or is not a folder", hint=_HINT)
+    train_dir = root / "train" if (root / "train").is_dir() else root
+    mode = "RGB" if channels == 3 else "L"
+    classes, samples = _scan(train_dir, "the training")
+    skipped: list[tuple[str, str]] = []
+    sizes: Counter = Counter()
+    if (root / "val").is_dir():
+        val_classes, val_samples = _scan(root / "val", "the validation")
+        if val_classes != classes:
+            raise BadInputError(
+                f"label mismatch: {str(root / 'val')!r} has {len(val_classes)} classes "
+                f"({', '.join(val_classes[:8])}), {str(train_dir)!r} has {len(classes)} ({', '.join(classes[:8])}); "
+                "they must have the same class folders", hint=_HINT)
+        train = _load(samples, classes, mode, f"{str(train_dir)!r}", skipped, sizes, max_images)
+        val = _load(val_samples, classes, mode, f"{str(root / 'val')!r}", skipped, sizes, max_images)
+        source = "val/"
+    else:
+        both = _load(samples, classes, mode, f"{str(train_dir)!r}", skipped, sizes, max_images)
+        tr, va = split_indices(both.labels, val_fraction, seed)
+        train, val = _subset(both, tr), _subset(both, va)
+        source = f"seeded split of the training images (fraction {val_fraction:g}, seed {seed})"
+    return FolderData(root, classes, train, val, source, skipped, sizes)
+
+
+def batches(s: ImageSet, space, r: int, batch_size: int, *, shuffle=None,
+            augment=None, device="cpu", limit: int | None = None):
+    """(x, y) batches of ``s`` at resolution ``r``: the space's transform, or with ``augment`` (a
+    generator) the train-time augmentation of :mod:`nagkit.images.preprocessing`; in order, or
+    shuffled by ``shuffle``. A last batch of one image is dropped when augmenting (BN trains
+    on batches)."""
+    import torch
+
+    from nagkit.images.preprocessing import apply
+    from nagkit.images.preprocessing import augment as augment_one
+
+    n = len(s) if limit is None else min(limit, len(s))
+    order = torch.randperm(len(s), generator=shuffle)[:n].tolist() if shuffle is not None else list(range(n))
+    for i in range(0, n, batch_size):
+        idx = order[i:i + batch_size]
+        if augment is not None and len(idx) < 2:
+            break
+        xs = [augment_one(s.images[j], space, r, augment) if augment is not None else apply(s.images[j], space, r)
+              for j in idx]
+        yield torch.stack(xs).to(device), torch.as_tensor(s.labels[idx]).to(device)
