@@ -102,4 +102,4 @@ def test_build_on_a_device_with_its_own_table(workspace, tmp_path, monkeypatch):
     b = manifest["build"]
     assert b["verified_on_device"] is True and b["latency_table"]["device_own"] is True
     assert b["workspace"] == "ws@phone" and b["generator_trained_now"] is True
-    assert manifest["latency"]["predicted"]["table"] == str(mine.resolve())
+    assert manifest["latency"]["predicted"]["table"]["spec"] == str(mine.resolve())
