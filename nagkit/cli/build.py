@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import click
 
-from nagkit.cli.options import emit, json_option, verbosity_option
+from nagkit.cli.options import FINITE, emit, json_option, verbosity_option
 
 
 @click.command("check")
 @click.argument("target", metavar="BUNDLE_OR_MODEL")
 @click.option("--device", "device_spec", required=True,
               help="cpu[:runtime=litert|onnxruntime,threads=N,cores=..], adb:SERIAL, adb:HOST:PORT, or a profile.")
-@click.option("--budget", type=float, required=True, help="Latency budget in milliseconds.")
+@click.option("--budget", type=FINITE, required=True, help="Latency budget in milliseconds.")
 @click.option("--runs", type=int, default=None, help="Minimum number of timed runs.")
 @json_option
 @verbosity_option
@@ -28,7 +28,7 @@ def check(target: str, device_spec: str, budget: float, runs: int | None, as_jso
 
 
 @click.command("build")
-@click.option("--budget", type=float, required=True, help="Latency budget in milliseconds.")
+@click.option("--budget", type=FINITE, required=True, help="Latency budget in milliseconds.")
 @click.option("--workspace", "-w", default=None, help="Workspace folder or preset (default: ./nagkit.toml).")
 @click.option("--device", "device_spec", default=None,
               help="Measure the exported model here and fall back to the next candidate if over budget "
