@@ -78,3 +78,45 @@ def test_missing_artifact_names_the_fixing_command(tmp_path):
     with pytest.raises(ArtifactError) as ei:
         ws.require_artifact("generator")
     assert "nagkit train --workspace" in ei.value.hint
+
+
+BASE = tiny_workspace_toml()
+# (name, nagkit.toml bytes, what the one-line error must name); issue 13 D5
+BAD_TOML = [
+    ("non-utf8", BASE.encode() + b"\n# \xff\xfe\n", "not UTF-8"),
+    ("artifacts = 5", ("artifacts = 5\n" + BASE).encode(), "'artifacts' must be a table"),
+    ("evaluator = 5", BASE.replace("[evaluator]\nepochs = 8\nhidden = 64\nbatch_size = 64\n", "")
+     .replace("seed = 0\n", "seed = 0\nevaluator = 5\n").encode(), "'evaluator' must be a table"),
+    ("accuracy_options", BASE.replace("seed = 0\n", 'seed = 0\naccuracy_options = "abc"\n').encode(),
+     "'accuracy_options' must be a table"),
+    ("dataset n", BASE.replace("[dataset]\nn = 600", '[dataset]\nn = "abc"').encode(), "'n' must be an integer"),
+    ("dataset seed", BASE.replace("[dataset]\nn = 600", "[dataset]\nn = 600\nseed = 1.5").encode(),
+     "'seed' must be an integer"),
+    ("artifact value", BASE.replace("seed = 0\n", "seed = 0\n[artifacts]\ndataset = 5\n").encode(),
+     "'dataset' must be a non-empty file name"),
+    ("supernet = 5", BASE.replace("seed = 0\n", "seed = 0\nsupernet = 5\n").encode(), "'supernet' must be a string"),
+    ("space width", BASE.replace("width_mult = 1.0", 'width_mult = "wide"').encode(), "field 'width_mult'"),
+    ("space kernels", BASE.replace("ks_list = [3, 5]", 'ks_list = ["3", 5]').encode(), "field 'ks_list'"),
+    ("space resolutions", BASE.replace("resolutions = [32, 48]", "resolutions = 32").encode(), "field 'resolutions'"),
+    ("space acts", BASE.replace('stage_acts = ["relu", "h_swish", "h_swish"]', "stage_acts = [1, 2, 3]").encode(),
+     "field 'stage_acts'"),
+    ("space widths", BASE.replace("base_stage_width = [8, 8, 16, 24", "base_stage_width = [8, 8, 16.5, 24").encode(),
+     "field 'base_stage_width'"),
+    ("space stride 0", BASE.replace("stage_strides = [2, 2, 2]", "stage_strides = [0, 2, 2]").encode(),
+     "field 'stage_strides'"),
+    ("space name", BASE.replace('name = "tiny"\nwidth', "name = 5\nwidth").encode(), "field 'name'"),
+    ("deep", BASE.encode() + b"\n[x]\ndeep = " + b"[" * 20_000 + b"]" * 20_000 + b"\n", "nests too deeply"),
+]
+
+
+@pytest.mark.parametrize("text, needle", [c[1:] for c in BAD_TOML], ids=[c[0] for c in BAD_TOML])
+def test_d5_bad_workspace_toml_is_one_line_exit_2_and_leaves_no_dataset(text, needle, tmp_path, capsys):
+    from nagkit.cli.main import main
+
+    (tmp_path / "nagkit.toml").write_bytes(text)
+    rc = main(["dataset", "--workspace", str(tmp_path), "--n", "5"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert needle in err and err.startswith("error: ") and "Traceback" not in err and len(err) < 1000, err
+    assert len([ln for ln in err.splitlines() if not ln.startswith("  hint:")]) == 1, err
+    assert not (tmp_path / "dataset.jsonl").exists()  # nothing that would block the rerun

@@ -120,6 +120,9 @@ def _prepare(path: Path, header: dict[str, Any]) -> int:
         raise ArtifactError(f"{str(path)!r} exists and is not a nagkit dataset; refusing to append",
                             hint="choose another --out or remove the file")
     diff = [k for k in _COMPARED if old.get(k) != header.get(k)]
+    if diff and len(lines) == 1:  # a header without rows (a run that failed at once): nothing to keep
+        path.unlink()
+        return _prepare(path, header)
     if diff:
         raise ArtifactError(
             f"dataset {str(path)!r} was collected with a different {', '.join(diff)} "
