@@ -53,7 +53,8 @@ from nagkit.errors import ArtifactError, BadInputError, short_repr
 from nagkit.io import atomic_write_json
 from nagkit.latency.calibration_model import Calibration
 from nagkit.latency.keys import block_key, scoped
-from nagkit.latency.table_checks import (STAT_FIELDS, _check_entry, _check_space, _read_calibration, _rebuild_hint,  # noqa: F401 (STAT_FIELDS, stats_problem: re-exported)
+# STAT_FIELDS, space_digest and stats_problem are also nagkit.latency.table's public names
+from nagkit.latency.table_checks import (STAT_FIELDS, _check_entry, _check_space, _read_calibration, _rebuild_hint,  # noqa: F401
                                          space_digest, stats_problem)
 from nagkit.space.arch import MAX_VALUE, Arch
 from nagkit.space.space import SearchSpace
