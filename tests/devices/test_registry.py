@@ -391,3 +391,50 @@ def test_built_in_kinds_are_table_entries():
     assert profile_keys("some-plugin") == ()
     with pytest.raises(ValueError, match="already registered"):
         KINDS.register("cpu", KINDS.get("cpu"))
+
+
+# --------------------------------------------------------------------------- issue 13 D3, D12
+
+
+@pytest.mark.parametrize("value", ["0-99999999999", "0-4096", "99999999999", "0-" + "9" * 5000, "٢", "0-٣", [10**12],
+                                   [True], "1-0"])
+def test_d3_cores_are_bounded_before_any_range_is_built(value):
+    with pytest.raises(BadInputError) as ei:
+        parse_cores(value, "device spec 'cpu'")
+    assert "0..4095" in ei.value.message and len(ei.value.message) < 300
+
+
+def test_d3_cores_bound_through_the_cli(capsys):
+    from nagkit.cli.main import main
+
+    assert main(["devices", "--device", "cpu:cores=0-99999999999"]) == 2
+    err = capsys.readouterr().err
+    assert "'0-99999999999'" in err and "0..4095" in err and "Traceback" not in err
+    assert parse_cores("0-4095")[-1] == 4095  # the bound itself is fine
+
+
+@pytest.mark.parametrize("spec", ["cpu:threads=99999999999999999999999", "cpu:threads=100000", "cpu:threads=257",
+                                  "cpu:threads=٢", "cpu:threads=" + "9" * 5000, "cuda:99999999999999999999"])
+def test_d12_thread_counts_and_indices_are_bounded(spec, capsys):
+    from nagkit.cli.main import main
+
+    assert main(["devices", "--device", spec]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "must be an integer >= " in err and "<= " in err, err
+    assert len(err.splitlines()) == 2 and len(err) < 500 and "Traceback" not in err, err  # message + hint
+    assert parse_device_spec("cpu:threads=256").opts["threads"] == 256
+
+
+def test_d12_adb_profile_threads_are_bounded(tmp_path):
+    p = tmp_path / "phone.yaml"
+    p.write_text("device: adb:R58M12ABCDE\nthreads: 100000\n")
+    with pytest.raises(BadInputError, match=r"threads=100000 .*must be an integer >= 1 and <= 256"):
+        get_device(str(p))
+
+
+def test_d12_supernet_threads_option_is_bounded(capsys):
+    from nagkit.cli.main import main
+
+    assert main(["supernet", "train", "--threads", "99999999999999999999999"]) == 2
+    err = capsys.readouterr().err
+    assert "--threads" in err and "1..256" in err and len(err) < 1000

@@ -19,7 +19,8 @@ from typing import Any
 from nagkit.devices.adb.transport import AdbTransport, quote_command
 from nagkit.devices.base import LatencyStats, MeasureConfig
 from nagkit.io import sha256_file
-from nagkit.errors import BadInputError, DeviceError, did_you_mean
+from nagkit.errors import BadInputError, DeviceError, did_you_mean, short_repr
+from nagkit.runtimes.threads import MAX_THREADS
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +115,8 @@ def validate_profile(profile: dict[str, Any] | None) -> dict[str, Any]:
     for key in ("threads", "num_runs", "warmup_runs", "thermal_max_status", "thermal_retries", "reconnect_retries"):
         if not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < 0:
             raise BadInputError(f"ADB profile key {key!r} must be a non-negative integer, got {out[key]!r}")
-    if out["threads"] < 1:
-        raise BadInputError(f"ADB profile 'threads' must be >= 1, got {out['threads']}")
+    if not 1 <= out["threads"] <= MAX_THREADS:  # issue 13 D12
+        raise BadInputError(f"ADB profile 'threads' must be in 1..{MAX_THREADS}, got {short_repr(out['threads'])}")
     for key in ("remote_dir", "benchmark_remote"):
         if not str(out[key]).startswith("/"):
             raise BadInputError(f"ADB profile {key!r} must be an absolute device path, got {out[key]!r}")
