@@ -61,7 +61,7 @@ class UnknownNameError(BadInputError, KeyError):
     def __init__(self, kind: str, name: str, options: Iterable[str], *, hint: str | None = None):
         options = sorted(options)
         close = close_matches(name, options, n=3, cutoff=0.5)
-        msg = f"unknown {kind} {name!r}"
+        msg = f"unknown {kind} {short_repr(name)}"
         if close:
             msg += f"; {did_you_mean(name, options, n=3, cutoff=0.5)}"
         msg += f" Valid {kind}s: {', '.join(options) if options else '(none registered)'}"

@@ -16,6 +16,7 @@ is imported here.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
@@ -235,10 +236,10 @@ def _convert(kind: str, key: str, value: Any, where: str) -> Any:
     if kind == "cuda" and key == "window_ms":
         try:
             f = float(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             f = -1.0
-        if not f > 0:
-            raise BadInputError(f"window_ms={short_repr(value)} in {where}: must be a number > 0", hint="e.g. cuda:mode=graph,window_ms=2")
+        if not (math.isfinite(f) and f > 0):
+            raise BadInputError(f"window_ms={short_repr(value)} in {where}: must be a finite number > 0", hint="e.g. cuda:mode=graph,window_ms=2")
         return f
     return value
 

@@ -438,3 +438,35 @@ def test_d12_supernet_threads_option_is_bounded(capsys):
     assert main(["supernet", "train", "--threads", "99999999999999999999999"]) == 2
     err = capsys.readouterr().err
     assert "--threads" in err and "1..256" in err and len(err) < 1000
+
+
+# --------------------------------------------------------------------------- issue 13 D2, D5: hostile profiles
+
+_LOL = "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 9))
+HOSTILE_PROFILES = [
+    ("alias bomb in description", "device: cpu\n" + _LOL.replace("a8: &a8", "description: &a8"), "refused"),
+    ("description a list", "device: cpu\ndescription: [1, 2]\n", "`description:` must be a text"),
+    ("non-utf8", b"device: cpu\ndescription: \xff\xfe\n", "not valid YAML"),
+    ("20,000 deep", b"device: cpu\ndescription: " + b"[" * 20_000 + b"]" * 20_000 + b"\n", "nested more than"),
+    ("huge integer", "device: cpu\nthreads: " + "9" * 5000 + "\n", "more than 100 characters"),
+    ("long runtime", "device: cpu:" + "x" * 100_000 + "\n", "unknown cpu runtime"),
+    ("long measure value", "device: cpu\nmeasure: {min_runs: " + "x" * 100_000 + "}\n", "min_runs="),
+    ("window_ms inf", "device: cuda\nwindow_ms: .inf\n", "finite number > 0"),
+]
+
+
+@pytest.mark.parametrize("text, words", [c[1:] for c in HOSTILE_PROFILES], ids=[c[0] for c in HOSTILE_PROFILES])
+def test_d2_d5_hostile_profiles_are_one_short_line(tmp_path, text, words, capsys):
+    """A device profile that is an alias bomb, not UTF-8, nested 20,000 deep or holds huge values
+    fails at once with one short line naming the file, exit 2 (issue 13 D2, D5)."""
+    from nagkit.cli.main import main
+
+    p = tmp_path / "hostile.yaml"
+    p.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(BadInputError) as ei:
+        load_profile(p)
+    assert words in ei.value.message and len(str(ei.value)) < 600, str(ei.value)[:300]
+    assert main(["devices", "--device", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.splitlines()) <= 2 and len(err) < 800 and "Traceback" not in err
