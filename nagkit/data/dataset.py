@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from nagkit.errors import ArtifactError, BadInputError
+from nagkit.io import check_out_path
 from nagkit.space.arch import Arch
 from nagkit.space.sampling import sample
 from nagkit.space.space import SearchSpace
@@ -66,6 +67,7 @@ def collect(path: str | Path, *, space: SearchSpace, table, source, n: int, seed
     if n <= 0:
         raise BadInputError(f"--n must be positive, got {n}")
     path = Path(path)
+    check_out_path(path)  # --out below an existing file: refused before any work (issue 13 D5)
     header = make_header(space, table_prov, source.provenance(), seed)
     done = _prepare(path, header)
     rng = np.random.default_rng(seed)

@@ -82,3 +82,12 @@ def test_d5_a_header_only_file_from_a_failed_run_does_not_block_the_rerun(tmp_pa
     assert len(ds) == 10 and json.loads(p.read_text().splitlines()[0])["seed"] == 1
     with pytest.raises(ArtifactError, match="different seed"):  # rows were collected: still refused
         _collect(p, 20, seed=2)
+
+
+def test_d5_out_below_an_existing_file_is_refused(tmp_path):
+    from nagkit.errors import BadInputError
+
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(BadInputError, match="is a file, not a folder"):
+        _collect(tmp_path / "notes.txt" / "d.jsonl", 5)
+    assert (tmp_path / "notes.txt").read_text() == "x"
