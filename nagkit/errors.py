@@ -135,9 +135,9 @@ def reject_unknown_keys(given: Iterable[str], valid: Iterable[str], where: str) 
     unknown = [k for k in given if k not in valid]
     if unknown:
         parts = []
-        for u in unknown:
+        for u in unknown[:5]:  # a bounded message, whatever the input
             dym = did_you_mean(u, valid)
-            parts.append(repr(u) + (f" ({dym})" if dym else ""))
+            parts.append(short_repr(u, 60) + (f" ({dym})" if dym else ""))
         raise BadInputError(f"unknown key(s) {', '.join(parts)} in {where}; valid keys: {', '.join(valid)}")
 
 

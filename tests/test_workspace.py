@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from nagkit.data.synthetic import tiny_workspace_toml
 from nagkit.errors import BadInputError
 from nagkit.app.workspace import REPO_ROOT, list_presets, load_workspace
+from tests.fuzzing import check_config, config_inputs, fuzz_examples, run_campaign
 
 
 def write_ws(tmp_path: Path, text: str) -> Path:
@@ -105,6 +107,10 @@ BAD_TOML = [
     ("space stride 0", BASE.replace("stage_strides = [2, 2, 2]", "stage_strides = [0, 2, 2]").encode(),
      "field 'stage_strides'"),
     ("space name", BASE.replace('name = "tiny"\nwidth', "name = 5\nwidth").encode(), "field 'name'"),
+    ("5,000-digit seed", BASE.replace("seed = 0\n", "seed = " + "9" * 5000 + "\n", 1).encode(), "too long to be real"),
+    ("space without name", BASE.replace('name = "tiny"\nwidth', "width").encode(), "[space] has no name"),
+    ("long unknown key", BASE.replace("seed = 0\n", "seed = 0\n" + "k" * 100_000 + " = 1\n", 1).encode(),
+     "unknown key(s) 'kkkk"),
     ("deep", BASE.encode() + b"\n[x]\ndeep = " + b"[" * 20_000 + b"]" * 20_000 + b"\n", "nests too deeply"),
 ]
 
@@ -120,3 +126,20 @@ def test_d5_bad_workspace_toml_is_one_line_exit_2_and_leaves_no_dataset(text, ne
     assert needle in err and err.startswith("error: ") and "Traceback" not in err and len(err) < 1000, err
     assert len([ln for ln in err.splitlines() if not ln.startswith("  hint:")]) == 1, err
     assert not (tmp_path / "dataset.jsonl").exists()  # nothing that would block the rerun
+
+
+# ---- property tests (hypothesis; issue 13, the fourth parser: workspace TOML and device profiles) ----
+
+
+@given(config_inputs())
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_config_files_load_or_are_refused_with_one_short_nagkit_error(value):
+    check_config(value)
+
+
+@pytest.mark.slow
+def test_config_long_fuzz_run():
+    """NAGKIT_FUZZ_EXAMPLES inputs (default 2,000; benchmarks/fuzz/run_fuzz.py runs 100,000)."""
+    camp = run_campaign("config", fuzz_examples(), seed=5, deadline_ms=1000)
+    assert camp.failure_count == 0, camp.failures[:5]
+    assert camp.inputs >= fuzz_examples() * 0.9

@@ -235,6 +235,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise BadInputError(f"workspace config {str(path)!r} is not valid TOML: {e}") from None
+    except ValueError:  # tomllib's int() of a number of over 4,300 digits
+        raise BadInputError(f"workspace config {str(path)!r} holds a number too long to be real") from None
     except RecursionError:
         raise BadInputError(f"workspace config {str(path)!r} nests too deeply to be a workspace") from None
 
@@ -270,6 +272,8 @@ def _inline_space(spec: dict[str, Any], where: str) -> SearchSpace:
     """A workspace's own [space] table, checked field by field before it is built."""
     from nagkit.space.spec_check import spec_field_problem
 
+    if "name" not in spec:
+        raise BadInputError(f"{where} [space] has no name", hint=f'add name = "my-space" to [space] in {where}')
     if (problem := spec_field_problem(spec)) is not None:
         raise BadInputError(f"{where} [space]: {problem}", hint=f"fix [space] in {where}")
     return SearchSpace.from_dict(spec)
@@ -299,7 +303,8 @@ def _load_file(path: Path) -> Workspace:
         base = get_space(space_v["preset"]).to_dict()
         bad = sorted(set(over) - set(base))
         if bad:
-            raise BadInputError(f"{where}: unknown [space] field(s) {', '.join(map(repr, bad))}; valid: "
+            names = ', '.join(short_repr(b, 60) for b in bad[:5])
+            raise BadInputError(f"{where}: unknown [space] field(s) {names}; valid: "
                                 f"preset, {', '.join(sorted(base))}")
         space = _inline_space({**base, **over}, where)
     elif isinstance(space_v, dict):

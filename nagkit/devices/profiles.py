@@ -44,16 +44,19 @@ def looks_like_path(text: str) -> bool:
 
 def find_profile(text: str) -> Path | None:
     """The profile file a spec names (a path, or a name in :func:`profile_dirs`), or None."""
-    if looks_like_path(text):
-        p = Path(text).expanduser()
-        return p if p.is_file() else None
-    if not re.fullmatch(r"[A-Za-z0-9._\-]+", text):
+    try:
+        if looks_like_path(text):
+            p = Path(text).expanduser()
+            return p if p.is_file() else None
+        if not re.fullmatch(r"[A-Za-z0-9._\-]{1,200}", text):
+            return None
+        for d in profile_dirs():
+            for ext in (".yaml", ".yml"):
+                p = d / f"{text}{ext}"
+                if p.is_file():
+                    return p
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte: not a profile
         return None
-    for d in profile_dirs():
-        for ext in (".yaml", ".yml"):
-            p = d / f"{text}{ext}"
-            if p.is_file():
-                return p
     return None
 
 

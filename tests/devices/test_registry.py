@@ -453,6 +453,8 @@ HOSTILE_PROFILES = [
     ("long runtime", "device: cpu:" + "x" * 100_000 + "\n", "unknown cpu runtime"),
     ("long measure value", "device: cpu\nmeasure: {min_runs: " + "x" * 100_000 + "}\n", "min_runs="),
     ("window_ms inf", "device: cuda\nwindow_ms: .inf\n", "finite number > 0"),
+    ("name too long for a file", "device: cp" + "9" * 5000 + "\n", "unknown device"),   # was OSError
+    ("long adb taskset", "device: adb:R58M12ABCDE\ntaskset: " + "x" * 100_000 + "\n", "bad taskset mask"),
 ]
 
 
@@ -465,7 +467,11 @@ def test_d2_d5_hostile_profiles_are_one_short_line(tmp_path, text, words, capsys
     p = tmp_path / "hostile.yaml"
     p.write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(BadInputError) as ei:
-        load_profile(p)
+        ds = load_profile(p)
+        if ds.kind == "adb":  # what creating the device checks first
+            from nagkit.devices.adb.device import validate_profile
+
+            validate_profile(dict(ds.opts))
     assert words in ei.value.message and len(str(ei.value)) < 600, str(ei.value)[:300]
     assert main(["devices", "--device", str(p)]) == 2
     err = capsys.readouterr().err
