@@ -38,7 +38,7 @@ VALID_FORMS = (
 #: Bounds of integer options (issue 13 D3, D12; threads: MAX_THREADS): a core id beyond these is
 #: a typo or hostile (cores=0-99999999999 would build the whole range).
 MAX_CUDA_INDEX = 1023
-MAX_CORE = 4095
+MAX_CORE = 8191  # Linux builds for at most 8,192 CPUs (CONFIG_NR_CPUS)
 KIND_KEYS: dict[str, tuple[str, ...]] = {
     "cpu": ("runtime", "threads", "cores"),
     "cuda": ("index", "mode", "window_ms"),
