@@ -34,11 +34,11 @@ VALID_FORMS = (
     "cpu", "cpu:runtime=litert|onnxruntime|torch,threads=N,cores=0-1", "cuda", "cuda:N",
     "cuda:N,mode=graph|eager", "adb:SERIAL", "adb:HOST:PORT", "PROFILE_NAME", "path/to/profile.yaml",
 )
-# Option keys each built-in kind takes (from a spec, a profile or get_device overrides).
 #: Bounds of integer options (issue 13 D3, D12; threads: MAX_THREADS): a core id beyond these is
 #: a typo or hostile (cores=0-99999999999 would build the whole range).
 MAX_CUDA_INDEX = 1023
 MAX_CORE = 8191  # Linux builds for at most 8,192 CPUs (CONFIG_NR_CPUS)
+# Option keys each built-in kind takes (from a spec, a profile or get_device overrides).
 KIND_KEYS: dict[str, tuple[str, ...]] = {
     "cpu": ("runtime", "threads", "cores"),
     "cuda": ("index", "mode", "window_ms"),
