@@ -61,7 +61,7 @@ class UnknownNameError(BadInputError, KeyError):
     def __init__(self, kind: str, name: str, options: Iterable[str], *, hint: str | None = None):
         options = sorted(options)
         close = close_matches(name, options, n=3, cutoff=0.5)
-        msg = f"unknown {kind} {name!r}"
+        msg = f"unknown {kind} {short_repr(name)}"
         if close:
             msg += f"; {did_you_mean(name, options, n=3, cutoff=0.5)}"
         msg += f" Valid {kind}s: {', '.join(options) if options else '(none registered)'}"
@@ -135,9 +135,9 @@ def reject_unknown_keys(given: Iterable[str], valid: Iterable[str], where: str) 
     unknown = [k for k in given if k not in valid]
     if unknown:
         parts = []
-        for u in unknown:
+        for u in unknown[:5]:  # a bounded message, whatever the input
             dym = did_you_mean(u, valid)
-            parts.append(repr(u) + (f" ({dym})" if dym else ""))
+            parts.append(short_repr(u, 60) + (f" ({dym})" if dym else ""))
         raise BadInputError(f"unknown key(s) {', '.join(parts)} in {where}; valid keys: {', '.join(valid)}")
 
 

@@ -75,6 +75,58 @@ def atomic_torch_save(path: str | os.PathLike, obj: Any) -> Path:
     return atomic_write_bytes(path, buf.getvalue())
 
 
+def check_out_path(path: str | os.PathLike, what: str = "--out") -> None:
+    """Refuse an output path below an existing file (``--out notes.txt/bundle``) before any work
+    is done: every existing ancestor of ``path`` must be a folder (issue 13 D5)."""
+    from nagkit.errors import BadInputError
+
+    p = Path(path)
+    for anc in p.parents:
+        if anc.exists() or anc.is_symlink():
+            if not anc.is_dir():
+                raise BadInputError(f"{what} {str(p)!r} is below {str(anc)!r}, which is a file, not a folder",
+                                    hint=f"choose another {what}, or move {str(anc)!r} away")
+            return
+
+
+class exclusive_lock:
+    """An exclusive ``flock`` on ``path`` (a folder, or a file created if missing) for one
+    writer. ``wait_s`` = 0 refuses at once when another process holds it; otherwise it waits up
+    to ``wait_s`` seconds. Raises :class:`~nagkit.errors.BadInputError` with ``message`` and
+    ``hint`` when it cannot get the lock. The kernel releases the lock when the process dies,
+    even on ``kill -9``, so a crash never leaves a stale lock behind."""
+
+    def __init__(self, path: str | os.PathLike, *, message: str, hint: str | None = None, wait_s: float = 0.0):
+        self.path, self.message, self.hint, self.wait_s = Path(path), message, hint, wait_s
+        self.fd: int | None = None
+
+    def __enter__(self) -> exclusive_lock:
+        import fcntl
+        import time
+
+        from nagkit.errors import BadInputError
+
+        flags = os.O_RDONLY if self.path.is_dir() else os.O_RDWR | os.O_CREAT
+        self.fd = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(self.fd)
+                    self.fd = None
+                    raise BadInputError(self.message, hint=self.hint) from None
+                time.sleep(0.05)
+
+    def __exit__(self, *exc: Any) -> bool:
+        if self.fd is not None:
+            os.close(self.fd)  # releases the flock
+            self.fd = None
+        return False
+
+
 def current_umask() -> int:
     """The process's umask, read without changing it (``Umask:`` in /proc/self/status on
     Linux). Elsewhere the set-and-restore idiom is the last resort (it briefly changes a

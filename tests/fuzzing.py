@@ -6,6 +6,9 @@ arch that round-trips, a table that predicts, statistics a table accepts) or rai
 nagkit's own errors with a short first line. Anything else (a raw ``ValueError``,
 ``RecursionError``, ``ZeroDivisionError``, an ``AssertionError`` from a check) is a defect.
 
+The fourth parser, ``config``, reads the files users write by hand: device profiles (YAML)
+and workspace configs (``nagkit.toml``).
+
 Used by the property tests beside each parser's tests (fast: a few hundred inputs), by their
 ``slow`` long runs (``NAGKIT_FUZZ_EXAMPLES`` inputs, default 2,000) and by
 ``benchmarks/fuzz/run_fuzz.py`` (100,000 inputs per parser, recorded in ``results.json``).
@@ -469,18 +472,159 @@ def check_benchmark(text: str) -> str:
     return outcome
 
 
+# --------------------------------------------------------------------------- device profiles and workspace TOML
+
+_PROFILES_DIR = ROOT / "device_profiles"
+_WORKSPACES_DIR = ROOT / "examples" / "workspaces"
+
+
+@functools.cache
+def config_samples() -> tuple[tuple[str, str], ...]:
+    """(kind, text): the shipped device profiles and workspaces, plus small valid ones."""
+    from nagkit.data.synthetic import tiny_workspace_toml
+
+    out = [("profile", p.read_text()) for p in sorted(_PROFILES_DIR.glob("*.yaml"))]
+    out += [("profile", "device: cpu:runtime=onnxruntime,threads=2,cores=0-1\nmeasure: {min_runs: 5, max_runs: 9}\n"),
+            ("profile", "name: box\ndescription: a box\ndevice: cuda:1\nmode: eager\nwindow_ms: 3\n")]
+    out += [("toml", p.read_text()) for p in sorted(_WORKSPACES_DIR.glob("*/nagkit.toml"))]
+    out += [("toml", tiny_workspace_toml()),
+            ("toml", 'space = {preset = "ofa-mbv3-w1.0", resolutions = [160, 224]}\nlatency_table = "synthetic:"\n'
+                     'accuracy = "synthetic:"\n[artifacts]\ndataset = "d.jsonl"\n[dataset]\nn = 10\nseed = 3\n')]
+    return tuple(out)
+
+
+_LOL = "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 9))
+_CONFIG_VALUES = st.one_of(
+    _NUMBER_TEXT,
+    st.sampled_from(['"abc"', "[]", "{}", "{a = 1}", "{a: 1}", "true", "false", "null", "~", "[1, 2]", '["3", 5]',
+                     "[[1]]", "[0, 2, 2]", "[2, 1]", "'0-3'", "0-99999999999", "cpu", "cuda:0", "adb:SERIAL",
+                     "cpu:threads=100000", "cpu:cores=0-99999999999", "1979-05-27", "*a8", "&x [1]", "!!python/none",
+                     '"relu"', '["relu", 1]', "[true, false, 1]", '{preset = "ofa-mbv3-w1.0"}', '"synthetic:"',
+                     '"ofa-mbv3-w1.0"', ".inf", ".nan", "-.inf", "0x10", "1_000", '"\\u0000"', "[" * 50 + "]" * 50]),
+    st.integers(0, 5).map(lambda k: '"' + "x" * (10**k) + '"'),
+    JSON_VALUES.map(lambda v: json.dumps(v)),
+)
+_CONFIG_CHARS = st.one_of(st.sampled_from(list(":=[]{}\"',#&*!-\n \t.0123456789") + _ODD_DIGITS),
+                          st.text(min_size=1, max_size=3), _CONFIG_VALUES)
+
+
+def _mutate_config(sample: int, ops: list[tuple[int, int, str]]) -> tuple[str, str]:
+    """Line edits of a shipped config: 0 replace a value, 1 delete a line, 2 insert a
+    ``key = value`` / ``key: value`` line, 3 duplicate a line, 4 truncate there."""
+    kind, text = config_samples()[sample % len(config_samples())]
+    lines = text.splitlines(keepends=True) or [""]
+    sep = ": " if kind == "profile" else " = "
+    keys = ["device", "threads", "cores", "runtime", "measure", "description", "name", "mode", "window_ms",
+            "taskset", "extra_args", "space", "latency_table", "accuracy", "accuracy_options", "artifacts", "seed",
+            "supernet", "n", "epochs", "k", "width_mult", "ks_list", "resolutions", "stage_strides", "stage_acts",
+            "base_stage_width", "preset", "dataset", "evaluator"]
+    for pos, op, value in ops:
+        i = pos % len(lines)
+        if op == 0:
+            head, found, _ = lines[i].partition(sep.strip())
+            lines[i] = head + sep + value + "\n" if found else lines[i]
+        elif op == 1 and len(lines) > 1:
+            del lines[i]
+        elif op == 2:
+            lines.insert(i, keys[pos % len(keys)] + sep + value + "\n")
+        elif op == 3:
+            lines.insert(i, lines[i])
+        elif op == 4:
+            lines = ("".join(lines)[: pos % (len(text) + 1)]).splitlines(keepends=True) or [""]
+    return kind, "".join(lines)
+
+
+def config_inputs() -> st.SearchStrategy[tuple[str, bytes]]:
+    """("profile" | "toml", file bytes): the shipped device profiles and workspace configs with
+    line and character edits and hostile values, plus alias bombs, deep nesting, huge
+    integers, bytes that are not UTF-8 and junk."""
+    kinds = st.sampled_from(["profile", "toml"])
+    edited = st.builds(_mutate_config, st.integers(0, 100),
+                       st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 4), _CONFIG_VALUES), max_size=5))
+    char_edited = st.tuples(edited, _edits(_CONFIG_CHARS)).map(lambda t: (t[0][0], _edit_text(t[0][1], t[1])))
+    as_bytes = st.one_of(edited, edited, char_edited).map(lambda t: (t[0], t[1].encode("utf-8", "surrogatepass")))
+    damaged = st.tuples(as_bytes, st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 3),
+                                                     st.binary(min_size=1, max_size=4)), max_size=3)).map(
+        lambda t: (t[0][0], _edit_bytes(t[0][1], t[1])))
+    deep = st.tuples(kinds, st.integers(1, 50_000)).map(
+        lambda t: (t[0], ("device: cpu\ndescription: " if t[0] == "profile" else 'space = "x"\nseed = ').encode()
+                   + b"[" * t[1] + b"]" * (t[1] % 3 * t[1] // 2)))
+    bomb = st.sampled_from([("profile", ("device: cpu\n" + _LOL.replace("a8: &a8", "description: &a8")).encode()),
+                            ("profile", ("device: cpu\n" + _LOL.replace("a8: &a8", "measure: &a8")).encode()),
+                            ("profile", ("device: cpu\n" + _LOL.replace("a8: &a8", "cores: &a8")).encode())])
+    huge = st.tuples(kinds, _HUGE_JSON_NUMBER).map(
+        lambda t: (t[0], (f"device: cpu\nthreads: {t[1]}\n" if t[0] == "profile" else
+                          f'space = "ofa-mbv3-w1.0"\nlatency_table = "synthetic:"\naccuracy = "synthetic:"\n'
+                          f"seed = {t[1]}\n").encode()))
+    junk = st.tuples(kinds, st.one_of(st.binary(max_size=200), st.text(max_size=200).map(str.encode)))
+    return st.one_of(as_bytes, as_bytes, as_bytes, damaged, deep, bomb, huge, junk)
+
+
+@functools.cache
+def _config_dir() -> Path:
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix="nagkit-fuzz-config-"))
+
+
+def check_config(value: tuple[str, bytes]) -> str:
+    """``load_profile`` on a device profile (and, for adb, the ADB options check), or
+    ``load_workspace`` on a folder with that ``nagkit.toml``: a spec / workspace whose parts
+    work (spec string, options, measure config; space, settings, artifact paths, summary), or a
+    nagkit error."""
+    kind, data = value
+    d = _config_dir()
+    if kind == "profile":
+        from nagkit.devices.profiles import load_profile
+
+        p = d / "fuzz.yaml"
+        p.write_bytes(data)
+        try:
+            ds = load_profile(p)
+        except NagkitError as e:
+            return _refused(e)
+        text = str(ds)
+        assert len(text) < 10**6
+        _ = (ds.opts, ds.measure, ds.description)
+        if ds.kind == "adb":
+            from nagkit.devices.adb.device import validate_profile
+
+            try:
+                validate_profile({k: list(v) if isinstance(v, tuple) else v for k, v in ds.opts.items()})
+            except NagkitError as e:
+                return _refused(e)
+        return "accepted"
+    from nagkit.app.workspace import load_workspace
+
+    (d / "nagkit.toml").write_bytes(data)
+    try:
+        ws = load_workspace(d)
+    except NagkitError as e:
+        return _refused(e)
+    sp = ws.space
+    assert sp.size > 0 and all(w > 0 for w in sp.widths)
+    a = sp.smallest()
+    assert sp.parse_arch(str(a)) == a and sp.parse_arch(str(sp.largest())) == sp.largest()
+    json.dumps(ws.summary())
+    assert ws.dataset_settings.n >= 1 and isinstance(ws.dataset_settings.seed, int)
+    return "accepted"
+
+
 # --------------------------------------------------------------------------- campaigns
 
 PARSERS: dict[str, tuple[Callable[[], st.SearchStrategy], Callable[[Any], str]]] = {
     "arch": (arch_inputs, check_arch),
     "latency_table": (table_inputs, check_table),
     "benchmark_model": (benchmark_outputs, check_benchmark),
+    "config": (config_inputs, check_config),
 }
 #: A valid input per parser, checked once before a campaign so that imports are not timed.
 WARMUP: dict[str, Callable[[], Any]] = {
     "arch": lambda: str(arch_space().largest()),
     "latency_table": lambda: json.dumps(_base_tables()[2]).encode(),
     "benchmark_model": lambda: _SYNTHETIC_OUTPUT,
+    "config": lambda: ("toml", config_samples()[-1][1].encode()),
 }
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from nagkit.data.synthetic import tiny_workspace_toml
 from nagkit.errors import BadInputError
 from nagkit.app.workspace import PRESETS_DIR, list_presets, load_workspace
 from nagkit.resources import ROOT as RESOURCES
+from tests.fuzzing import check_config, config_inputs, fuzz_examples, run_campaign
 
 
 def write_ws(tmp_path: Path, text: str) -> Path:
@@ -139,3 +141,66 @@ def _first_cached_arch(ws) -> str:
 
     line = (ws.root / "supernet" / "acc.jsonl").read_text().splitlines()[1]
     return json.loads(line)["arch"]
+
+
+BASE = tiny_workspace_toml()
+# (name, nagkit.toml bytes, what the one-line error must name); issue 13 D5
+BAD_TOML = [
+    ("non-utf8", BASE.encode() + b"\n# \xff\xfe\n", "not UTF-8"),
+    ("artifacts = 5", ("artifacts = 5\n" + BASE).encode(), "'artifacts' must be a table"),
+    ("evaluator = 5", BASE.replace("[evaluator]\nepochs = 8\nhidden = 64\nbatch_size = 64\n", "")
+     .replace("seed = 0\n", "seed = 0\nevaluator = 5\n").encode(), "'evaluator' must be a table"),
+    ("accuracy_options", BASE.replace("seed = 0\n", 'seed = 0\naccuracy_options = "abc"\n').encode(),
+     "'accuracy_options' must be a table"),
+    ("dataset n", BASE.replace("[dataset]\nn = 600", '[dataset]\nn = "abc"').encode(), "'n' must be an integer"),
+    ("dataset seed", BASE.replace("[dataset]\nn = 600", "[dataset]\nn = 600\nseed = 1.5").encode(),
+     "'seed' must be an integer"),
+    ("artifact value", BASE.replace("seed = 0\n", "seed = 0\n[artifacts]\ndataset = 5\n").encode(),
+     "'dataset' must be a non-empty file name"),
+    ("supernet = 5", BASE.replace("seed = 0\n", "seed = 0\nsupernet = 5\n").encode(), "'supernet' must be a string"),
+    ("space width", BASE.replace("width_mult = 1.0", 'width_mult = "wide"').encode(), "field 'width_mult'"),
+    ("space kernels", BASE.replace("ks_list = [3, 5]", 'ks_list = ["3", 5]').encode(), "field 'ks_list'"),
+    ("space resolutions", BASE.replace("resolutions = [32, 48]", "resolutions = 32").encode(), "field 'resolutions'"),
+    ("space acts", BASE.replace('stage_acts = ["relu", "h_swish", "h_swish"]', "stage_acts = [1, 2, 3]").encode(),
+     "field 'stage_acts'"),
+    ("space widths", BASE.replace("base_stage_width = [8, 8, 16, 24", "base_stage_width = [8, 8, 16.5, 24").encode(),
+     "field 'base_stage_width'"),
+    ("space stride 0", BASE.replace("stage_strides = [2, 2, 2]", "stage_strides = [0, 2, 2]").encode(),
+     "field 'stage_strides'"),
+    ("space name", BASE.replace('name = "tiny"\nwidth', "name = 5\nwidth").encode(), "field 'name'"),
+    ("5,000-digit seed", BASE.replace("seed = 0\n", "seed = " + "9" * 5000 + "\n", 1).encode(), "too long to be real"),
+    ("space without name", BASE.replace('name = "tiny"\nwidth', "width").encode(), "[space] has no name"),
+    ("long unknown key", BASE.replace("seed = 0\n", "seed = 0\n" + "k" * 100_000 + " = 1\n", 1).encode(),
+     "unknown key(s) 'kkkk"),
+    ("deep", BASE.encode() + b"\n[x]\ndeep = " + b"[" * 20_000 + b"]" * 20_000 + b"\n", "nests too deeply"),
+]
+
+
+@pytest.mark.parametrize("text, needle", [c[1:] for c in BAD_TOML], ids=[c[0] for c in BAD_TOML])
+def test_d5_bad_workspace_toml_is_one_line_exit_2_and_leaves_no_dataset(text, needle, tmp_path, capsys):
+    from nagkit.cli.main import main
+
+    (tmp_path / "nagkit.toml").write_bytes(text)
+    rc = main(["dataset", "--workspace", str(tmp_path), "--n", "5"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert needle in err and err.startswith("error: ") and "Traceback" not in err and len(err) < 1000, err
+    assert len([ln for ln in err.splitlines() if not ln.startswith("  hint:")]) == 1, err
+    assert not (tmp_path / "dataset.jsonl").exists()  # nothing that would block the rerun
+
+
+# ---- property tests (hypothesis; issue 13, the fourth parser: workspace TOML and device profiles) ----
+
+
+@given(config_inputs())
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_config_files_load_or_are_refused_with_one_short_nagkit_error(value):
+    check_config(value)
+
+
+@pytest.mark.slow
+def test_config_long_fuzz_run():
+    """NAGKIT_FUZZ_EXAMPLES inputs (default 2,000; benchmarks/fuzz/run_fuzz.py runs 100,000)."""
+    camp = run_campaign("config", fuzz_examples(), seed=5, deadline_ms=1000)
+    assert camp.failure_count == 0, camp.failures[:5]
+    assert camp.inputs >= fuzz_examples() * 0.9

@@ -15,12 +15,13 @@ every model once and holds LiteRT and ONNX Runtime to each other.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nagkit.devices.base import Device, LatencyStats, MeasureConfig
-from nagkit.errors import BadInputError, CheckFailedError
+from nagkit.errors import BadInputError, CheckFailedError, short_repr
 
 log = logging.getLogger(__name__)
 
@@ -133,8 +134,8 @@ def _format_hint(fmt: str) -> str:
 def check(target: str | Path, device_spec: str, budget_ms: float, runs: int | None = None) -> CheckResult:
     from nagkit.devices.registry import get_device
 
-    if not budget_ms > 0:
-        raise BadInputError(f"--budget must be a positive number of milliseconds, got {budget_ms}")
+    if not (isinstance(budget_ms, (int, float)) and math.isfinite(budget_ms) and budget_ms > 0):
+        raise BadInputError(f"--budget must be a finite number of milliseconds > 0, got {short_repr(budget_ms)}")
     cfg = measure_config(runs)
     dev = get_device(device_spec)
     bundle = None

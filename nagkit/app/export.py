@@ -38,6 +38,9 @@ def check_request(space, *, weights: str | None, random_init: bool, out: Path | 
                             hint=f"use --out {str(out.with_suffix(''))}")
     if out.exists() and not out.is_dir():
         raise BadInputError(f"--out {str(out)!r} exists and is not a folder", hint="choose another --out")
+    from nagkit.io import check_out_path
+
+    check_out_path(out)  # below an existing file (issue 13 D5)
     if as_bundle:
         from nagkit.export.bundle import check_bundle_target
 

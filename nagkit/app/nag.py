@@ -21,13 +21,28 @@ def train_workspace(workspace, dataset_path: str | Path | None = None, progress:
     """Frontier search, evaluator and generator for ``workspace``'s dataset; writes the
     evaluator, archive and generator artifacts (atomically, evaluator first). Returns a summary."""
     from nagkit.app.workspace import load_workspace
+    from nagkit.io import exclusive_lock
+
+    ws = load_workspace(workspace)
+    path = Path(dataset_path) if dataset_path else ws.require_artifact("dataset")
+    evaluator = ws.artifact_path("evaluator")
+    evaluator.parent.mkdir(parents=True, exist_ok=True)
+    # One `nagkit train` per workspace at a time (issue 13 D7): a second one is refused at once
+    # instead of both training and both reporting success over each other's artifacts.
+    lock = evaluator.with_name(f".{evaluator.name}.lock")
+    with exclusive_lock(lock,
+                        message=f"another `nagkit train` is training workspace {ws.name!r} right now "
+                                f"(it holds {str(lock)!r})",
+                        hint="wait for it to finish (or stop it), then rerun `nagkit train`"):
+        return _train_locked(ws, path, progress, log)
+
+
+def _train_locked(ws, path: Path, progress: Progress | None, log: Callable[[str], None] | None) -> dict[str, Any]:
     from nagkit.data.dataset import load_dataset, make_header
     from nagkit.io import sha256_file
     from nagkit.nag.config import config_to_dict
     from nagkit.nag.train import save_trained, train_models
 
-    ws = load_workspace(workspace)
-    path = Path(dataset_path) if dataset_path else ws.require_artifact("dataset")
     ds = load_dataset(path, space=ws.space)
     fc = ws.frontier_config
     source = ws.open_accuracy_source()

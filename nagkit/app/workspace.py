@@ -50,7 +50,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from nagkit.errors import ArtifactError, BadInputError, did_you_mean, reject_unknown_keys
+from nagkit.errors import ArtifactError, BadInputError, did_you_mean, reject_unknown_keys, short_repr
 from nagkit.nag.config import (BudgetConfig, EvaluatorConfig, FrontierConfig, GeneratorConfig, InferenceConfig,
                                config_from_dict)
 from nagkit.resources import ROOT as RESOURCES_DIR
@@ -413,18 +413,71 @@ def _check_keys(d: dict[str, Any], valid: tuple[str, ...], where: str) -> None:
     reject_unknown_keys(d, valid, where)
 
 
-def _load_file(path: Path) -> Workspace:
-    path = path.resolve()
+def _read_toml(path: Path) -> dict[str, Any]:
+    """The parsed ``nagkit.toml``; a file that is not UTF-8 or not TOML is one line naming it."""
     try:
-        cfg = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadInputError(f"workspace config {str(path)!r} is not UTF-8 text (byte {e.start} is "
+                            f"{e.object[e.start:e.start + 1]!r})", hint="save it as UTF-8") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise BadInputError(f"workspace config {str(path)!r} is not valid TOML: {e}") from None
+    except ValueError:  # tomllib's int() of a number of over 4,300 digits
+        raise BadInputError(f"workspace config {str(path)!r} holds a number too long to be real") from None
+    except RecursionError:
+        raise BadInputError(f"workspace config {str(path)!r} nests too deeply to be a workspace") from None
+
+
+_TABLE_KEYS = ("artifacts", "accuracy_options", "budgets", "dataset", "evaluator", "generator", "frontier",
+               "inference")
+_DATASET_N_MAX = 100_000_000
+
+
+def _check_types(cfg: dict[str, Any], where: str) -> None:
+    """Every value of the wrong type is one line naming the key and the value (issue 13 D5)."""
+    for key in _TABLE_KEYS:
+        if key in cfg and not isinstance(cfg[key], dict):
+            raise BadInputError(f"{where}: {key!r} must be a table ([{key}] with key = value lines), "
+                                f"got {short_repr(cfg[key])}", hint=f"fix `{key}` in {where}")
+    for key in ("name", "description", "supernet"):
+        if key in cfg and not isinstance(cfg[key], str):
+            raise BadInputError(f"{where}: {key!r} must be a string, got {short_repr(cfg[key])}",
+                                hint=f"fix `{key}` in {where}")
+    for k, v in cfg.get("artifacts", {}).items():
+        if not isinstance(v, str) or not v:
+            raise BadInputError(f"{where} [artifacts]: {k!r} must be a non-empty file name, got {short_repr(v)}",
+                                hint=f"e.g. {k} = {_default_artifact(k)!r}" if k in _ARTIFACT_KEYS else None)
+    for k, v in cfg.get("dataset", {}).items():
+        lo = 1 if k == "n" else 0
+        hi = _DATASET_N_MAX if k == "n" else 2**63 - 1
+        if k in _DATASET_KEYS and not (isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi):
+            raise BadInputError(f"{where} [dataset]: {k!r} must be an integer in {lo}..{hi}, got {short_repr(v)}",
+                                hint=f"fix [dataset] {k} in {where}")
+
+
+def _inline_space(spec: dict[str, Any], where: str) -> SearchSpace:
+    """A workspace's own [space] table, checked field by field before it is built."""
+    from nagkit.space.spec_check import spec_field_problem
+
+    if "name" not in spec:
+        raise BadInputError(f"{where} [space] has no name", hint=f'add name = "my-space" to [space] in {where}')
+    if (problem := spec_field_problem(spec)) is not None:
+        raise BadInputError(f"{where} [space]: {problem}", hint=f"fix [space] in {where}")
+    return SearchSpace.from_dict(spec)
+
+
+def _load_file(path: Path) -> Workspace:
+    path = path.resolve()
+    cfg = _read_toml(path)
     where = str(path)
     _check_keys(cfg, _TOP_KEYS, where)
     for req in ("space", "latency_table", "accuracy"):
         if req not in cfg:
             raise BadInputError(f"{where} is missing {req!r}",
                                 hint=f"see {PRESETS_DIR / DEFAULT_PRESET / CONFIG_NAME} for an example")
+    _check_types(cfg, where)
     space_v = cfg["space"]
     if isinstance(space_v, str):
         from nagkit.space.presets import get_space
@@ -439,23 +492,24 @@ def _load_file(path: Path) -> Workspace:
         base = get_space(space_v["preset"]).to_dict()
         bad = sorted(set(over) - set(base))
         if bad:
-            raise BadInputError(f"{where}: unknown [space] field(s) {', '.join(map(repr, bad))}; valid: "
+            names = ', '.join(short_repr(b, 60) for b in bad[:5])
+            raise BadInputError(f"{where}: unknown [space] field(s) {names}; valid: "
                                 f"preset, {', '.join(sorted(base))}")
-        space = SearchSpace.from_dict({**base, **over})
+        space = _inline_space({**base, **over}, where)
     elif isinstance(space_v, dict):
-        space = SearchSpace.from_dict(space_v)
+        space = _inline_space(space_v, where)
     else:
-        raise BadInputError(f"{where}: 'space' must be a registered name or a table, got {space_v!r}")
+        raise BadInputError(f"{where}: 'space' must be a registered name or a table, got {short_repr(space_v)}")
     for key in ("latency_table", "accuracy"):
         if not isinstance(cfg[key], str) or not cfg[key]:
-            raise BadInputError(f"{where}: {key!r} must be a non-empty string, got {cfg[key]!r}")
+            raise BadInputError(f"{where}: {key!r} must be a non-empty string, got {short_repr(cfg[key])}")
     arts = cfg.get("artifacts", {})
     _check_keys(arts, _ARTIFACT_KEYS, f"{where} [artifacts]")
     ds = cfg.get("dataset", {})
     _check_keys(ds, _DATASET_KEYS, f"{where} [dataset]")
     seed = cfg.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool):
-        raise BadInputError(f"{where}: 'seed' must be an integer, got {seed!r}")
+        raise BadInputError(f"{where}: 'seed' must be an integer, got {short_repr(seed)}")
     return Workspace(
         root=path.parent,
         name=str(cfg.get("name", path.parent.name)),

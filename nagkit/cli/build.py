@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import click
 
-from nagkit.cli.options import emit, json_option, verbosity_option
+from nagkit.cli.options import FINITE, emit, json_option, verbosity_option
 
 
 @click.command("check")
 @click.argument("target", metavar="BUNDLE_OR_MODEL")
 @click.option("--device", "device_spec", default=None,
               help="cpu[:runtime=litert|onnxruntime,threads=N,cores=..], adb:SERIAL, adb:HOST:PORT, or a profile.")
-@click.option("--budget", type=float, default=None, help="Latency budget in milliseconds (with --device).")
+@click.option("--budget", type=FINITE, default=None, help="Latency budget in milliseconds (with --device).")
 @click.option("--runs", type=int, default=None, help="Minimum number of timed runs.")
 @json_option
 @verbosity_option
@@ -44,7 +44,7 @@ def check(target: str, device_spec: str | None, budget: float | None, runs: int 
 
 
 @click.command("build")
-@click.option("--budget", type=float, required=True, help="Latency budget in milliseconds.")
+@click.option("--budget", type=FINITE, required=True, help="Latency budget in milliseconds.")
 @click.option("--workspace", "-w", default=None,
               help="Workspace folder or name (default: ./nagkit.toml, else the default workspace fmnist).")
 @click.option("--device", "device_spec", default=None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nagkit.cli.options import device_option, emit, json_option, seed_option, verbosity_option
+from nagkit.cli.options import FINITE, POSITIVE, device_option, emit, json_option, seed_option, space_option, verbosity_option
 
 lut_option = click.option("--lut", "lut_path", required=True, type=click.Path(dir_okay=False),
                           help="Latency table (JSON).")
@@ -336,7 +336,7 @@ group_by_option = click.option("--group-by", type=click.Choice(["auto", "global"
                                help="Calibration model: one scale and offset (global), or a factor per block "
                                     "kind / input size / kernel; auto keeps, among the schemes the networks "
                                     "suffice for, the one with the lowest leave-one-out error.")
-shrinkage_option = click.option("--shrinkage", type=click.FloatRange(min=0.0, min_open=True), default=None,
+shrinkage_option = click.option("--shrinkage", type=POSITIVE, default=None,
                                 help="Pull of each group's factor toward the global scale, in networks "
                                      "(default 1).")
 
@@ -414,7 +414,7 @@ def _warn_fidelity(rec: dict | None) -> None:
 @click.option("--samples", "n", type=int, default=20, show_default=True, help="Random whole networks to measure.")
 @click.option("--resolutions", "res_text", default=None, help="Resolutions to sample (default: the table's).")
 @click.option("--plot", "plot", default=None, type=click.Path(dir_okay=False), help="Write a scatter plot (PNG).")
-@click.option("--min-within-5", type=float, default=None,
+@click.option("--min-within-5", type=FINITE, default=None,
               help="Exit 1 unless at least this fraction is within ±5% (calibrated when available).")
 @seed_option
 @cache_option

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import click
 
-from nagkit.cli.options import emit, json_option, log, verbosity_option, workspace_option
+from nagkit.cli.options import FINITE, POSITIVE, emit, json_option, log, verbosity_option, workspace_option
 
 
 def _parse_budgets(values: tuple[str, ...]) -> list[float]:
-    from nagkit.errors import BadInputError
+    import math
+
+    from nagkit.errors import BadInputError, short_repr
 
     out: list[float] = []
     for v in values:
@@ -16,7 +18,10 @@ def _parse_budgets(values: tuple[str, ...]) -> list[float]:
             try:
                 out.append(float(part))
             except ValueError:
-                raise BadInputError(f"budget {part!r} is not a number of milliseconds (e.g. --budget 30)") from None
+                raise BadInputError(f"budget {short_repr(part)} is not a number of milliseconds (e.g. --budget 30)") from None
+            if not math.isfinite(out[-1]):
+                raise BadInputError(f"budget {short_repr(part)} is not a finite number of milliseconds "
+                                    "(e.g. --budget 30)")
     if not out:
         raise BadInputError("give at least one budget, e.g. --budget 30")
     return out
@@ -140,12 +145,12 @@ def generate(workspace, budgets, samples, search_queries, no_accuracy, top, seed
 
 @click.command()
 @workspace_option
-@click.option("--budget", "-b", "budget", type=float, required=True, help="Latency budget in ms.")
+@click.option("--budget", "-b", "budget", type=FINITE, required=True, help="Latency budget in ms.")
 @click.option("--method", "-m", default="evolution", show_default=True,
               help="evolution, random, mnasnet, tunas or nsga2.")
 @click.option("--queries", type=int, default=None, help="Stop after N accuracy-source queries.")
 @click.option("--steps", type=int, default=None, help="Stop after N ask/tell steps (default: the method's schedule).")
-@click.option("--time-limit", type=float, default=None, help="Stop after S seconds.")
+@click.option("--time-limit", type=POSITIVE, default=None, help="Stop after S seconds.")
 @click.option("--patience", type=int, default=None, help="Stop after N steps without improvement.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @json_option
@@ -200,7 +205,7 @@ def search(workspace, budget, method, queries, steps, time_limit, patience, seed
               help="NAG: also run the accuracy-guided search, at most N queries per budget (default 0).")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False), default=None,
               help="Write the Pareto-frontier plot and latency histograms here.")
-@click.option("--hist-budget", type=float, default=None, help="Budget of the latency histogram (default: the median budget).")
+@click.option("--hist-budget", type=FINITE, default=None, help="Budget of the latency histogram (default: the median budget).")
 @json_option
 @verbosity_option
 def compare(workspace, budgets, methods, queries, seeds, search_queries, plot_dir, hist_budget, as_json):

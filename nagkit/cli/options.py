@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -14,6 +15,60 @@ from typing import Any
 import click
 
 from nagkit.progress import phase_progress  # noqa: F401 - re-exported: (phase, done, total) progress lines
+
+
+class FiniteFloat(click.ParamType):
+    """A float option that refuses ``inf``, ``nan`` and (with ``positive``) numbers <= 0 at the
+    CLI boundary, naming the bad value (issue 13 D10). ``click.FloatRange`` lets ``nan`` through."""
+
+    name = "float"
+
+    def __init__(self, positive: bool = False) -> None:
+        self.positive = positive
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        from nagkit.errors import short_repr
+
+        if isinstance(value, float) and math.isfinite(value) and (value > 0 or not self.positive):
+            return value
+        try:
+            v = float(value)
+        except (TypeError, ValueError, OverflowError):
+            self.fail(f"{short_repr(value)} is not a number", param, ctx)
+        if not math.isfinite(v):
+            self.fail(f"{short_repr(value)} is not a finite number (inf and nan are refused)", param, ctx)
+        if self.positive and v <= 0:
+            self.fail(f"{short_repr(value)} must be > 0", param, ctx)
+        return v
+
+
+FINITE = FiniteFloat()
+POSITIVE = FiniteFloat(positive=True)
+
+
+class BoundedInt(click.ParamType):
+    """An int option within [lo, hi], refused in one line otherwise (click's ``IntRange`` has no
+    upper bound by default, and ``int('9' * 5000)`` raises a multi-line ``ValueError``)."""
+
+    name = "integer"
+
+    def __init__(self, lo: int, hi: int) -> None:
+        self.lo, self.hi = lo, hi
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from nagkit.errors import short_repr
+
+        if isinstance(value, int) and not isinstance(value, bool):
+            v = value
+        else:
+            text = str(value).strip()
+            if not (text.lstrip("+-").isascii() and text.lstrip("+-").isdigit()) or len(text) > 30:
+                self.fail(f"{short_repr(value)} is not an integer in {self.lo}..{self.hi}", param, ctx)
+            v = int(text)
+        if not self.lo <= v <= self.hi:
+            self.fail(f"{short_repr(v)} is not in {self.lo}..{self.hi}", param, ctx)
+        return v
+
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 seed_option = click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
@@ -75,11 +130,32 @@ def setup_logging(level: int = logging.WARNING) -> None:
 
 
 def emit(result: Any, as_json: bool, human: Callable[[Any], str] | None = None) -> None:
-    """Write a result to stdout, as JSON or as human-readable text."""
+    """Write a result to stdout, as JSON or as human-readable text. The JSON is strict
+    (RFC 8259): a non-finite float (a NaN statistic, say) is written as ``null``, never as
+    ``NaN``/``Infinity``, which JSON parsers other than Python's refuse (issue 13 D10)."""
     if as_json or human is None:
-        click.echo(json.dumps(result, indent=2, default=_default))
+        click.echo(strict_json(result))
     else:
         click.echo(human(result))
+
+
+def strict_json(result: Any, indent: int | None = 2) -> str:
+    """``json.dumps`` with ``allow_nan=False``; non-finite floats become ``null``."""
+    try:
+        return json.dumps(result, indent=indent, default=_default, allow_nan=False)
+    except ValueError:  # a non-finite float somewhere: round-trip, then replace it
+        plain = json.loads(json.dumps(result, default=_default))
+        return json.dumps(_finite_or_null(plain), indent=indent, allow_nan=False)
+
+
+def _finite_or_null(o: Any) -> Any:
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _finite_or_null(v) for k, v in o.items()}
+    if isinstance(o, list):
+        return [_finite_or_null(v) for v in o]
+    return o
 
 
 def _default(o: Any) -> Any:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from nagkit.cli.options import emit, json_option, log, verbosity_option, workspace_option
+from nagkit.cli.options import POSITIVE, BoundedInt, emit, json_option, log, verbosity_option, workspace_option
+from nagkit.runtimes.threads import MAX_THREADS
 
 
 @click.group()
@@ -56,10 +57,10 @@ def _device(name: str | None, gpus: int | None) -> tuple[str, int]:
 @click.option("--seed", type=int, default=None, help="Default: the workspace's seed.")
 @click.option("--n-val", type=int, default=5000, show_default=True, help="Validation images split off train.")
 @click.option("--max-steps", type=int, default=None, help="Stop (resumably) after this many steps in total.")
-@click.option("--max-minutes", type=float, default=None, help="Stop (resumably) after this much wall time.")
+@click.option("--max-minutes", type=POSITIVE, default=None, help="Stop (resumably) after this much wall time.")
 @click.option("--ckpt-every", type=int, default=0, help="Also checkpoint every N steps (0: per epoch).")
 @click.option("--limit-train", type=int, default=None, help="Use only the first N training images (smoke runs).")
-@click.option("--threads", type=int, default=None, help="CPU threads per process.")
+@click.option("--threads", type=BoundedInt(1, MAX_THREADS), default=None, help="CPU threads per process.")
 @click.option("--cuda-graphs/--no-cuda-graphs", default=None,
               help="Replay each training step as a CUDA graph (default: on with --device cuda; "
                    "docs/decisions.md 13).")

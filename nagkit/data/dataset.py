@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from nagkit.errors import ArtifactError, BadInputError
+from nagkit.io import check_out_path
 from nagkit.space.arch import Arch
 from nagkit.space.sampling import sample
 from nagkit.space.space import SearchSpace
@@ -66,6 +67,7 @@ def collect(path: str | Path, *, space: SearchSpace, table, source, n: int, seed
     if n <= 0:
         raise BadInputError(f"--n must be positive, got {n}")
     path = Path(path)
+    check_out_path(path)  # --out below an existing file: refused before any work (issue 13 D5)
     header = make_header(space, table_prov, source.provenance(), seed)
     done = _prepare(path, header)
     rng = np.random.default_rng(seed)
@@ -120,6 +122,9 @@ def _prepare(path: Path, header: dict[str, Any]) -> int:
         raise ArtifactError(f"{str(path)!r} exists and is not a nagkit dataset; refusing to append",
                             hint="choose another --out or remove the file")
     diff = [k for k in _COMPARED if old.get(k) != header.get(k)]
+    if diff and len(lines) == 1:  # a header without rows (a run that failed at once): nothing to keep
+        path.unlink()
+        return _prepare(path, header)
     if diff:
         raise ArtifactError(
             f"dataset {str(path)!r} was collected with a different {', '.join(diff)} "

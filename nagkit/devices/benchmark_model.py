@@ -19,19 +19,29 @@ a position or a loose regex over the whole text. Handles every output style seen
 A run counts only if its timing summary line is present. Error output (a failed delegate, a
 missing model, a crash) or a run cut off before its summary raises
 :class:`~nagkit.errors.ProfileParseError` quoting the output; nothing here returns 0 ms.
+
+Hostile output (a phone that drops mid-print, garbage on the line) must not hang nagkit: every
+pattern runs in time linear in its line (no repeated group inside a repeated group; ``key=value``
+pairs are split on whitespace and each token matched on its own), digits are ASCII only
+(``re.ASCII``: ``'²'`` or ``'٢'`` are not numbers), and an integer too long to be real raises
+:class:`~nagkit.errors.ProfileParseError` instead of ``int()``'s ``ValueError``.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from nagkit.devices.benchmark_tables import NUM as _NUM
+from nagkit.devices.benchmark_lines import (
+    _DELEGATE_APPLIED, _DELEGATE_REPLACED, _FATAL, _INIT_SESSION, _LOADED, _MEM_DELTA, _MEM_END,
+    _MEM_END_KEYS, _MEM_PEAK, _MEM_PERIODIC, _MODEL_SIZE, _NODES_EXECUTED, _PROF_TIMINGS_HEAD, _RUNNING,
+    _SECTION, _UINT_RE, _clean, _clip, _count_line, _delegate_created, _param, _summary_body, _summary_items,
+    _table_title, _uint,
+)
 from nagkit.devices.benchmark_tables import ParseMiss as _Miss
 from nagkit.devices.benchmark_tables import ProfileSection, ProfileTable, TableBuilder
-from nagkit.errors import ProfileParseError
+from nagkit.errors import ProfileParseError, short_repr
 
 __all__ = [
     "RunStats",
@@ -44,46 +54,6 @@ __all__ = [
     "median_basis",
 ]
 
-_LOGCAT = re.compile(
-    r"^(?:\d\d-\d\d\s+\d\d:\d\d:\d\d\.\d+\s+\d+\s+\d+\s+[VDIWEF]\s+tflite\s*:\s?"  # threadtime
-    r"|[VDIWEF]/tflite\s*\(\s*\d+\):\s?)"  # brief
-)
-_LEVEL = re.compile(r"^(INFO|VERBOSE|WARNING|ERROR|DEBUG|FATAL):\s?")
-_PARAM = re.compile(r"^([A-Za-z#][^:\[\]]*?)\s*:\s*\[(.*)\]\s*$")
-_COUNT = re.compile(rf"^count=(\d+)((?:\s+\w+={_NUM})*)\s*$")
-_KV = re.compile(rf"(\w+)=({_NUM})")
-_RUNNING = re.compile(r"^Running benchmark for\b")
-_OLD_SUMMARY = re.compile(r"^Average inference timings in us:\s*(.*)$")
-_NEW_SUMMARY = re.compile(r"^Inference timings in us:\s*(.*)$")
-_SUMMARY_ITEM = re.compile(rf"([A-Za-z][A-Za-z ()]*?)\s*:\s*({_NUM})(?=\s*,|\s*$)")
-_INIT_SESSION = re.compile(rf"^Initialized session in ({_NUM})\s*ms\.?$")
-_MODEL_SIZE = re.compile(rf"^The input model file size \(MB\):\s*({_NUM})$")
-_LOADED = re.compile(r"^Loaded model (.+)$")
-_MEM_DELTA = re.compile(
-    rf"^Memory footprint delta from the start of the tool \(MB\):\s*init=({_NUM})\s+overall=({_NUM})")
-_MEM_PEAK = re.compile(rf"^Peak memory footprint \(MB\):\s*init=({_NUM})\s+overall=({_NUM})")
-_MEM_PERIODIC = re.compile(rf"^Overall peak memory footprint \(MB\) via periodic monitoring:\s*({_NUM})")
-_MEM_END = re.compile(rf"^[-+]\s*(VmRSS|RssAnnon|RssFile \+ RssShmem)\s*:\s*({_NUM})\s*MB$")
-_MEM_END_KEYS = {"VmRSS": "end_vm_rss_mb", "RssAnnon": "end_rss_anon_mb", "RssFile + RssShmem": "end_rss_file_shmem_mb"}
-_TABLE_TITLE = re.compile(r"^=+\s+(.+?)\s+=+$")
-_SECTION = re.compile(r"^(Profiling Info for .+|Operator-wise Profiling Info for .+):$")
-_NODES_EXECUTED = re.compile(r"^Number of nodes executed:\s*(\d+)$")
-_PROF_TIMINGS = re.compile(rf"^Timings \(microseconds\):\s*count=(\d+)((?:\s+\w+={_NUM})*)\s*$")
-_DELEGATE_CREATED = re.compile(r"^Created TensorFlow Lite (?:(.+?) )?delegate for (.+?)\.$")
-_DELEGATE_REPLACED = re.compile(
-    r"^Replacing (\d+) out of (\d+) node\(s\) with delegate \((\w+)\) node, yielding (\d+) partitions"
-)
-_DELEGATE_APPLIED = re.compile(
-    r"^(?:Explicitly applied (\w+) delegate, and the model graph will be (completely|partially) executed"
-    r"|Though (\w+) delegate is explicitly applied, the model graph will not be executed)"
-)
-# Lines that mean the run failed, whatever else was printed.
-_FATAL = re.compile(
-    r"Benchmarking failed|Failed to allocate tensors|Segmentation fault|Fatal signal|Aborted"
-    r"|Permission denied|inaccessible or not found|: not found$|No such file or directory"
-    r"|Could not open '.*'|Failed to mmap model|Failed to (?:build|create|apply|initialize)",
-    re.IGNORECASE,
-)
 _STAT_KEYS = {"first", "curr", "min", "max", "avg", "std", "p5", "median", "p95"}
 _REL_TOL = 1e-3  # summary vs. count-line agreement (6 significant digits are printed)
 
@@ -104,11 +74,11 @@ class RunStats:
     p95_us: float | None = None
 
     @classmethod
-    def from_pairs(cls, count: int, pairs: str, line: str) -> RunStats:
+    def from_pairs(cls, count: int, pairs: list[tuple[str, str]], line: str) -> RunStats:
         vals: dict[str, float] = {}
-        for key, val in _KV.findall(pairs):
+        for key, val in pairs:
             if key not in _STAT_KEYS:
-                raise _Miss(f"unknown statistic {key!r} in line {line!r}")
+                raise _Miss(f"unknown statistic {short_repr(key)} in line {short_repr(line)}")
             vals[key] = float(val)
         return cls(
             count=count,
@@ -153,8 +123,9 @@ class BenchmarkResult:
     @property
     def num_threads(self) -> int | None:
         for key in ("Num threads", "#threads used for CPU inference"):
-            if key in self.params and self.params[key].lstrip("-").isdigit():
-                return int(self.params[key])
+            val = self.params.get(key, "")
+            if _UINT_RE.fullmatch(val.removeprefix("-")):
+                return int(val)
         return None
 
     def section(self, prefix: str) -> ProfileSection:
@@ -164,24 +135,14 @@ class BenchmarkResult:
         raise KeyError(f"no profiling section starting {prefix!r}; sections: {[s.name for s in self.profiling]}")
 
 
-# --------------------------------------------------------------------------- line cleaning
-
-
-def _clean(line: str) -> tuple[str, str]:
-    """(level, text): strip logcat and ``INFO:``-style prefixes; table rows keep their tabs."""
-    line = line.rstrip("\r\n")
-    line = _LOGCAT.sub("", line, count=1)
-    m = _LEVEL.match(line)
-    if m:
-        return m.group(1), line[m.end():].rstrip()
-    if line.startswith("\t"):
-        return "", line.rstrip(" ")
-    return "", line.strip()
-
-
 def _is_benchmark_line(text: str) -> bool:
-    return bool(_COUNT.match(text) or _RUNNING.match(text) or _OLD_SUMMARY.match(text) or _NEW_SUMMARY.match(text)
-                or _TABLE_TITLE.match(text))
+    return bool(_count_line(text) is not None or _summary_body(text) is not None or _RUNNING.match(text)
+                or _table_title(text) is not None)
+
+
+def _count_stats(text: str, parsed: tuple[str, list[tuple[str, str]]]) -> RunStats:
+    count, pairs = parsed
+    return RunStats.from_pairs(_uint(count, "count"), pairs, text)
 
 
 def _split_runs(lines: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
@@ -200,13 +161,6 @@ def _split_runs(lines: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
 
 
 # --------------------------------------------------------------------------- one run
-
-
-def _summary_items(body: str) -> dict[str, float]:
-    items = {k.strip(): float(v) for k, v in _SUMMARY_ITEM.findall(body)}
-    if not items:
-        raise _Miss(f"timing summary line without values: {body.strip()!r}")
-    return items
 
 
 def _close_to(a: float, b: float) -> bool:
@@ -253,32 +207,32 @@ class _RunScan:
         sections = self.sections
         if level == "ERROR" or _FATAL.search(text):
             (self.fatal if _FATAL.search(text) else self.warnings).append(text)
-        elif (m := _TABLE_TITLE.match(text)):
-            self.table = TableBuilder(m.group(1))
+        elif (title := _table_title(text)) is not None:
+            self.table = TableBuilder(title)
         elif (m := _SECTION.match(text)):
             sections.append({"name": m.group(1), "tables": []})
         elif (m := _NODES_EXECUTED.match(text)):
-            _cur(sections)["nodes_executed"] = int(m.group(1))
-        elif text.endswith("nodes observed") and text.split()[0].isdigit():
-            _cur(sections)["nodes_observed"] = int(text.split()[0])
-        elif (m := _PROF_TIMINGS.match(text)):
-            _cur(sections)["timings"] = RunStats.from_pairs(int(m.group(1)), m.group(2), text)
+            _cur(sections)["nodes_executed"] = _uint(m.group(1), "number of nodes executed")
+        elif text.endswith("nodes observed") and text.split()[0].isascii() and text.split()[0].isdigit():
+            _cur(sections)["nodes_observed"] = _uint(text.split()[0], "number of nodes observed")
+        elif text.startswith(_PROF_TIMINGS_HEAD) and (c := _count_line(text[len(_PROF_TIMINGS_HEAD):])):
+            _cur(sections)["timings"] = _count_stats(text, c)
         elif text.startswith("Memory (bytes): count="):
             pass  # the op profiler's memory counter; always count=0 in practice
         elif _RUNNING.match(text):
             if self.pending_phase:
                 self.phases.append(None)  # a phase header without a count line
             self.pending_phase = True
-        elif (m := _COUNT.match(text)):
+        elif (c := _count_line(text)) is not None:
             if not self.pending_phase:
-                raise _Miss(f"a count= line without a 'Running benchmark' header before it: {text!r}")
-            self.phases.append(RunStats.from_pairs(int(m.group(1)), m.group(2), text))
+                raise _Miss(f"a count= line without a 'Running benchmark' header before it: {short_repr(text)}")
+            self.phases.append(_count_stats(text, c))
             self.pending_phase = False
-        elif _OLD_SUMMARY.match(text) or _NEW_SUMMARY.match(text):
+        elif (sb := _summary_body(text)) is not None:
             if self.summary is not None:
                 raise _Miss("two timing summary lines in one run")
-            self.style = "old" if _OLD_SUMMARY.match(text) else "new"
-            self.summary = _summary_items(text.split(":", 1)[1])
+            self.style, body = sb
+            self.summary = _summary_items(body)
         elif not self._info(text) and ("error" in text.lower() or level == "WARNING"):
             self.warnings.append(text)
 
@@ -299,18 +253,18 @@ class _RunScan:
             self.model_size = float(m.group(1))
         elif (m := _LOADED.match(text)):
             self.model_path = m.group(1).strip()
-        elif (m := _DELEGATE_CREATED.match(text)):
-            self.delegates.append({"event": "created", "delegate": (m.group(1) or m.group(2)).strip(),
-                                   "for": m.group(2)})
+        elif (dc := _delegate_created(text)) is not None:
+            self.delegates.append({"event": "created", "delegate": (dc[0] or dc[1]).strip(), "for": dc[1]})
         elif (m := _DELEGATE_REPLACED.match(text)):
             n, total, name, parts = m.groups()
-            self.delegates.append({"event": "replaced", "delegate": name, "nodes": int(n), "total_nodes": int(total),
-                                   "partitions": int(parts)})
+            self.delegates.append({"event": "replaced", "delegate": name, "nodes": _uint(n, "delegated nodes"),
+                                   "total_nodes": _uint(total, "total nodes"),
+                                   "partitions": _uint(parts, "partitions")})
         elif (m := _DELEGATE_APPLIED.match(text)):
             name = m.group(1) or m.group(3)
             self.delegates.append({"event": "applied", "delegate": name, "executes": m.group(2) or "none"})
-        elif (m := _PARAM.match(text)):
-            self.params[m.group(1).strip()] = m.group(2)
+        elif (pm := _param(text)) is not None:
+            self.params[pm[0].strip()] = pm[1]
         else:
             return False
         return True
@@ -318,12 +272,12 @@ class _RunScan:
     def _checked(self) -> tuple[dict[str, float], RunStats | None, RunStats | None]:
         """(summary, warmup, inference) once the run is known to be complete and consistent."""
         if self.fatal:
-            raise _Miss(f"benchmark_model failed: {self.fatal[0]}",
+            raise _Miss(f"benchmark_model failed: {_clip(self.fatal[0])}",
                         hint="check the model path, the delegate flags and that the binary runs on the device")
         summary = self.summary
         if summary is None:
             errs = [w for w in self.warnings if "error" in w.lower()]
-            why = f"; it reported: {errs[0]}" if errs else ""
+            why = f"; it reported: {_clip(errs[0])}" if errs else ""
             raise _Miss(f"no timing summary ('Inference timings in us' line) in benchmark_model output{why}"
                         " (the run failed or the output was cut off)")
         phases = self.phases + ([None] if self.pending_phase else [])
@@ -340,7 +294,7 @@ class _RunScan:
         # Map the summary keys (old: Warmup/Init/no stats|Inference; new: Init/First inference/...)
         inf_key = next((k for k in ("Inference (avg)", "Inference", "no stats") if k in summary), None)
         if inf_key is None:
-            raise _Miss(f"timing summary has no inference average (keys: {sorted(summary)})")
+            raise _Miss(f"timing summary has no inference average (keys: {short_repr(sorted(summary), 200)})")
         inf_avg = summary[inf_key]
         warm_avg = summary.get("Warmup (avg)", summary.get("Warmup"))
         if inference is not None and inference.mean_us is not None and not _close_to(inference.mean_us, inf_avg):
@@ -435,12 +389,15 @@ def to_latency_stats(result: BenchmarkResult, target_rel_iqr: float = 0.05):
 
     * median = ``median=`` (p50) when printed, else the average (see :func:`median_basis`);
     * p10/p90 are estimated: from p5/p50/p95 scaled to the normal 10/90% quantiles when those
-      are printed, else avg -/+ 1.2816 std; both clipped to [min, max];
+      are printed, else avg -/+ 1.2816 std; both clipped to [min, max] (when min is not printed:
+      median - 3 std, but at least median / 1000);
     * ``noisy`` compares the normal-equivalent IQR (1.349 std) with ``target_rel_iqr``;
     * ``samples_ms`` is empty.
 
     Raises :class:`ProfileParseError` when the output has only a summary average (no
-    per-run ``count=`` line for the inference phase).
+    per-run ``count=`` line for the inference phase), and when the statistics cannot be real:
+    no runs (``count=0``), a non-finite or non-positive median or mean, a negative or
+    non-finite std, min > max, or p5 > p95 (a table must never receive such a record).
     """
     from nagkit.devices.base import LatencyStats
 
@@ -449,12 +406,14 @@ def to_latency_stats(result: BenchmarkResult, target_rel_iqr: float = 0.05):
         raise ProfileParseError(
             "benchmark_model printed only an average inference time, no per-run statistics (count= line); "
             "cannot give median/std/n", hint="use a benchmark_model build that prints 'count=... avg=... std=...'")
+    _check_run_stats(inf)
     mean = inf.mean_us
     std = inf.std_us if inf.std_us is not None else (0.0 if inf.count == 1 else None)
     if std is None:
         raise ProfileParseError(f"inference count= line without std (count={inf.count})")
     med = inf.p50_us if inf.p50_us is not None else mean
-    lo = inf.min_us if inf.min_us is not None else (inf.curr_us if inf.count == 1 else med - 3 * std)
+    # without a printed min, med - 3 std may be <= 0 for a heavy tail; a latency is > 0
+    lo = inf.min_us if inf.min_us is not None else (inf.curr_us if inf.count == 1 else max(med - 3 * std, med / 1000))
     hi = inf.max_us if inf.max_us is not None else (inf.curr_us if inf.count == 1 else med + 3 * std)
     if inf.p5_us is not None and inf.p95_us is not None and inf.p50_us is not None:
         p10 = med - (med - inf.p5_us) * _Z90 / _Z95
@@ -464,6 +423,9 @@ def to_latency_stats(result: BenchmarkResult, target_rel_iqr: float = 0.05):
     p10, p90 = min(max(p10, lo), hi), min(max(p90, lo), hi)
     if med <= 0:
         raise ProfileParseError(f"non-positive median inference time {med} us")
+    if not (math.isfinite(p10) and math.isfinite(p90) and 0 < p10 <= p90):
+        raise ProfileParseError(f"inconsistent inference statistics: p10 {p10:.6g} us, p90 {p90:.6g} us "
+                                f"(from min/max/p5/p95 of the count= line)", hint=_STATS_HINT)
     return LatencyStats(
         median_ms=med / 1000.0,
         mean_ms=mean / 1000.0,
@@ -475,6 +437,31 @@ def to_latency_stats(result: BenchmarkResult, target_rel_iqr: float = 0.05):
         samples_ms=(),
         noisy=bool(_IQR_PER_STD * std / med > target_rel_iqr),
     )
+
+
+_STATS_HINT = "the device printed impossible statistics; rerun the measurement (and check the benchmark binary)"
+
+
+def _check_run_stats(inf: RunStats) -> None:
+    """Refuse statistics no real run produces (a garbled or hostile ``count=`` line)."""
+    problems = []
+    if inf.count < 1:
+        problems.append(f"count={inf.count} (no runs)")
+    for name in ("first_us", "curr_us", "min_us", "max_us", "avg_us", "p5_us", "p50_us", "p95_us"):
+        v = getattr(inf, name)
+        if v is not None and not (math.isfinite(v) and v > 0):
+            problems.append(f"{name.removesuffix('_us').replace('p50', 'median')}={v:.6g}")
+    if inf.std_us is not None and not (math.isfinite(inf.std_us) and inf.std_us >= 0):
+        problems.append(f"std={inf.std_us:.6g}")
+    if not problems:
+        for a, b in (("min_us", "max_us"), ("p5_us", "p50_us"), ("p50_us", "p95_us"), ("p5_us", "p95_us")):
+            va, vb = getattr(inf, a), getattr(inf, b)
+            if va is not None and vb is not None and va > vb:
+                problems.append(f"{a[:-3].replace('p50', 'median')} {va:.6g} > {b[:-3].replace('p50', 'median')} {vb:.6g}")
+                break
+    if problems:
+        raise ProfileParseError("impossible inference statistics in the count= line: " + ", ".join(problems)
+                                + " (latencies must be finite and > 0, std >= 0, at least one run)", hint=_STATS_HINT)
 
 
 def _first_us(warmup: RunStats | None) -> float | None:

@@ -7,7 +7,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"  # a number as benchmark_model prints one
+from nagkit.errors import short_repr
+
+# A number as benchmark_model prints one. `\d+(?:\.\d*)?` (not `\d+\.?\d*`): the digits before
+# and after an optional dot must not be able to split one run of digits in several ways, or a
+# failing match backtracks (issue 13 D1). Compile with re.ASCII: '²' or '٢' are not digits.
+NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+NUM_RE = re.compile(NUM, re.ASCII)
 
 
 class ParseMiss(Exception):
@@ -55,10 +61,9 @@ def _cell(col: str, raw: str) -> Any:
     if col in ("name", "node_type"):
         return raw
     txt = raw[:-1] if raw.endswith("%") else raw
-    try:
-        val = float(txt)
-    except ValueError:
+    if not NUM_RE.fullmatch(txt):
         return raw
+    val = float(txt)
     if col in ("count", "times_called") and val.is_integer():
         return int(val)
     return val
@@ -90,13 +95,13 @@ class TableBuilder:
         if not self.columns:
             cols = re.findall(r"\[([^\]]+)\]", text)
             if not cols:
-                raise ParseMiss(f"profiling table {self.title!r} has no column header")
+                raise ParseMiss(f"profiling table {short_repr(self.title)} has no column header")
             self.columns = [norm_col(c) for c in cols]
             return
         parts = _split_row(text, len(self.columns))
         if len(parts) != len(self.columns):
-            raise ParseMiss(f"profiling table {self.title!r}: row has {len(parts)} cells, header has "
-                        f"{len(self.columns)}: {text.strip()!r}")
+            raise ParseMiss(f"profiling table {short_repr(self.title)}: row has {len(parts)} cells, header has "
+                            f"{len(self.columns)}: {short_repr(text.strip())}")
         self.rows.append({c: _cell(c, p) for c, p in zip(self.columns, parts)})
 
     def build(self) -> ProfileTable:
@@ -106,5 +111,5 @@ class TableBuilder:
 def looks_like_row(text: str) -> bool:
     """A retyped (tab-less) table row: a node type followed by numbers."""
     parts = text.split()
-    return len(parts) >= 3 and re.fullmatch(r"[A-Za-z_][\w]*", parts[0]) is not None and re.fullmatch(
-        rf"{NUM}%?", parts[1]) is not None
+    return len(parts) >= 3 and re.fullmatch(r"[A-Za-z_]\w*", parts[0], re.ASCII) is not None and re.fullmatch(
+        rf"{NUM}%?", parts[1], re.ASCII) is not None

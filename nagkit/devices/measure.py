@@ -72,17 +72,17 @@ def rel_iqr_sorted(xs: list[float]) -> float:
 
 def validate_config(cfg: MeasureConfig) -> MeasureConfig:
     """Reject settings the loop cannot honour (negative counts, caps below the minimums)."""
-    from nagkit.errors import BadInputError
+    from nagkit.errors import BadInputError, short_repr
 
     problems = []
     for name in ("warmup_runs", "min_runs", "max_runs"):
         v = getattr(cfg, name)
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            problems.append(f"{name}={v!r} (must be an integer >= 0)")
+            problems.append(f"{name}={short_repr(v)} (must be an integer >= 0)")
     for name in ("warmup_s", "min_time_s", "max_time_s", "target_rel_iqr"):
         v = getattr(cfg, name)
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
-            problems.append(f"{name}={v!r} (must be a finite number >= 0)")
+            problems.append(f"{name}={short_repr(v)} (must be a finite number >= 0)")
     if not problems:
         if cfg.max_runs < 1:
             problems.append(f"max_runs={cfg.max_runs} (must be >= 1)")

@@ -16,7 +16,8 @@ from pathlib import Path
 from nagkit.devices.kinds import KINDS, profile_keys
 from nagkit.devices.plugins import plugin_for, plugin_names
 from nagkit.devices.spec import BUILTIN_KINDS, HINT, VALID_FORMS, DeviceSpec, unknown_key_error
-from nagkit.errors import BadInputError, UnknownNameError
+from nagkit.errors import BadInputError, UnknownNameError, short_repr
+from nagkit.io import load_yaml_file
 from nagkit.resources import DEVICE_PROFILES
 
 PROFILE_ENV = "NAGKIT_PROFILE_PATH"
@@ -44,16 +45,19 @@ def looks_like_path(text: str) -> bool:
 
 def find_profile(text: str) -> Path | None:
     """The profile file a spec names (a path, or a name in :func:`profile_dirs`), or None."""
-    if looks_like_path(text):
-        p = Path(text).expanduser()
-        return p if p.is_file() else None
-    if not re.fullmatch(r"[A-Za-z0-9._\-]+", text):
+    try:
+        if looks_like_path(text):
+            p = Path(text).expanduser()
+            return p if p.is_file() else None
+        if not re.fullmatch(r"[A-Za-z0-9._\-]{1,200}", text):
+            return None
+        for d in profile_dirs():
+            for ext in (".yaml", ".yml"):
+                p = d / f"{text}{ext}"
+                if p.is_file():
+                    return p
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte: not a profile
         return None
-    for d in profile_dirs():
-        for ext in (".yaml", ".yml"):
-            p = d / f"{text}{ext}"
-            if p.is_file():
-                return p
     return None
 
 
@@ -66,36 +70,44 @@ def profile_names() -> list[str]:
 
 
 def load_profile(path: str | os.PathLike) -> DeviceSpec:
-    """Read and check a profile; returns its spec with the profile's options applied."""
-    import yaml
+    """Read and check a profile; returns its spec with the profile's options applied.
 
+    Read with :func:`nagkit.io.load_yaml_file` (safe YAML with caps on size, nesting and
+    aliases: an alias bomb, a 20,000-deep or a non-UTF-8 file is one line, exit 2), and only
+    bounded values are ever formatted into messages (issue 13 D2, D5)."""
     path = Path(path)
-    where = f"profile {str(path)!r}"
+    where = f"profile {short_repr(str(path))}"
+    example = f"see {DEVICE_PROFILES / 'cpu-litert-1t.yaml'} for an example"
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise BadInputError(f"{where} is not valid YAML: {e}", hint="fix the file") from e
+        data = load_yaml_file(path, what=where, hint="fix the file; " + example)
     except OSError as e:
-        raise BadInputError(f"cannot read {where}: {e}") from e
+        raise BadInputError(f"cannot read {where}: {e.strerror or e}") from None
     if not isinstance(data, dict):
         raise BadInputError(f"{where} must be a YAML mapping with a `device:` key, got {type(data).__name__}",
-                            hint=f"see {DEVICE_PROFILES / 'cpu-litert-1t.yaml'} for an example")
+                            hint=example)
     if "device" not in data or not isinstance(data["device"], str):
         raise BadInputError(f"{where} has no `device:` spec (e.g. `device: cpu` or `device: adb:SERIAL`)",
-                            hint=f"see {DEVICE_PROFILES / 'cpu-litert-1t.yaml'} for an example")
+                            hint=example)
+    for key in ("name", "description", "notes"):
+        if data.get(key) is not None and not (isinstance(data[key], str) and len(data[key]) <= _TEXT_MAX):
+            raise BadInputError(f"{where}: `{key}:` must be a text of at most {_TEXT_MAX:,} characters, got "
+                                f"{short_repr(data[key])}", hint=example)
     base_text = data["device"].strip()
     if find_profile(base_text) is not None and base_text.partition(":")[0] not in BUILTIN_KINDS:
-        raise BadInputError(f"{where}: `device: {base_text}` names another profile; profiles do not nest",
+        raise BadInputError(f"{where}: `device: {short_repr(base_text)}` names another profile; profiles do not nest",
                             hint="use a spec such as cpu, cuda:0 or adb:SERIAL")
     base = parse_base_spec(base_text)
     allowed = set(PROFILE_COMMON_KEYS) | set(profile_keys(base.kind))
     for key in data:
         if key not in allowed:
-            raise unknown_key_error(str(key), allowed, "profile key", where)
+            raise unknown_key_error(short_repr(key) if not isinstance(key, str) else key, allowed, "profile key", where)
     extra = {k: v for k, v in data.items() if k not in ("name", "description", "notes", "device")}
     spec = base.with_options(**extra) if extra else base
-    desc = str(data["description"]).strip() if data.get("description") else None
+    desc = data["description"].strip() if data.get("description") else None
     return replace(spec, source=path.stem, profile=str(path), description=desc)
+
+
+_TEXT_MAX = 10_000
 
 
 def parse_base_spec(text: str) -> DeviceSpec:
@@ -108,6 +120,6 @@ def parse_base_spec(text: str) -> DeviceSpec:
     if plugin is not None:
         return DeviceSpec(kind=plugin, target=rest if head == plugin and sep else None, source=text)
     if looks_like_path(text):
-        raise BadInputError(f"device profile {text!r} does not exist", hint="check the path; " + HINT)
+        raise BadInputError(f"device profile {short_repr(text)} does not exist", hint="check the path; " + HINT)
     options = ["cpu", "cuda", "adb:SERIAL", *profile_names(), *plugin_names()]
     raise UnknownNameError("device", text, options, hint=f"valid forms: {', '.join(VALID_FORMS)}; {HINT}")

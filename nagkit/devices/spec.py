@@ -16,14 +16,15 @@ is imported here.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from nagkit.devices.base import MeasureConfig
-from nagkit.errors import BadInputError, UnknownNameError, did_you_mean
-from nagkit.runtimes.threads import DEFAULT_THREADS
+from nagkit.errors import BadInputError, UnknownNameError, did_you_mean, short_repr
+from nagkit.runtimes.threads import DEFAULT_THREADS, MAX_THREADS
 
 HINT = "run `nagkit devices` to list reachable devices, runtimes and profiles"
 BUILTIN_KINDS = ("cpu", "cuda", "adb")
@@ -33,6 +34,10 @@ VALID_FORMS = (
     "cpu", "cpu:runtime=litert|onnxruntime|torch,threads=N,cores=0-1", "cuda", "cuda:N",
     "cuda:N,mode=graph|eager", "adb:SERIAL", "adb:HOST:PORT", "PROFILE_NAME", "path/to/profile.yaml",
 )
+#: Bounds of integer options (issue 13 D3, D12; threads: MAX_THREADS): a core id beyond these is
+#: a typo or hostile (cores=0-99999999999 would build the whole range).
+MAX_CUDA_INDEX = 1023
+MAX_CORE = 8191  # Linux builds for at most 8,192 CPUs (CONFIG_NR_CPUS)
 # Option keys each built-in kind takes (from a spec, a profile or get_device overrides).
 KIND_KEYS: dict[str, tuple[str, ...]] = {
     "cpu": ("runtime", "threads", "cores"),
@@ -100,7 +105,7 @@ def _split_options(kind: str, text: str, rest: str) -> list[tuple[str | None, st
     for tok in rest.split(","):
         tok = tok.strip()
         if not tok:
-            raise BadInputError(f"empty option in device spec {text!r}", hint=f"write e.g. {kind}:{_example(kind)}")
+            raise BadInputError(f"empty option in device spec {short_repr(text)}", hint=f"write e.g. {kind}:{_example(kind)}")
         if "=" in tok:
             k, _, v = tok.partition("=")
             pairs.append((k.strip(), v.strip()))
@@ -110,14 +115,15 @@ def _split_options(kind: str, text: str, rest: str) -> list[tuple[str | None, st
             pairs.append((None, tok))
         else:
             raise BadInputError(
-                f"option {tok!r} in device spec {text!r} has no value; write key=value",
+                f"option {short_repr(tok)} in device spec {short_repr(text)} has no value; write key=value",
                 hint=f"e.g. {kind}:{_example(kind)}",
             )
     return pairs
 
 
 def _example(kind: str) -> str:
-    return {"cpu": "runtime=onnxruntime,threads=2,cores=0-1", "cuda": "1,mode=eager"}.get(kind, "")
+    return {"cpu": "runtime=onnxruntime,threads=2,cores=0-1", "cuda": "1,mode=eager",
+            "adb": "SERIAL with `threads: 4` in a profile"}.get(kind, "")
 
 
 def parse_cpu_spec(text: str) -> DeviceSpec:
@@ -129,9 +135,9 @@ def parse_cpu_spec(text: str) -> DeviceSpec:
             if k is None:  # a bare runtime name: cpu:onnxruntime
                 k = "runtime"
             if k in opts:
-                raise BadInputError(f"option {k!r} given twice in device spec {text!r}", hint=HINT)
+                raise BadInputError(f"option {short_repr(k)} given twice in device spec {short_repr(text)}", hint=HINT)
             opts[k] = v
-    opts = normalize_options("cpu", opts, where=f"device spec {text!r}")
+    opts = normalize_options("cpu", opts, where=f"device spec {short_repr(text)}")
     opts.setdefault("runtime", "litert")
     opts.setdefault("threads", DEFAULT_THREADS)
     return DeviceSpec(kind="cpu", options=freeze_options(opts), source=text)
@@ -146,9 +152,9 @@ def parse_cuda_spec(text: str) -> DeviceSpec:
             if k is None:  # cuda:1
                 k = "index"
             if k in opts:
-                raise BadInputError(f"option {k!r} given twice in device spec {text!r}", hint=HINT)
+                raise BadInputError(f"option {short_repr(k)} given twice in device spec {short_repr(text)}", hint=HINT)
             opts[k] = v
-    opts = normalize_options("cuda", opts, where=f"device spec {text!r}")
+    opts = normalize_options("cuda", opts, where=f"device spec {short_repr(text)}")
     opts.setdefault("index", 0)
     opts.setdefault("mode", "graph")
     return DeviceSpec(kind="cuda", target=str(opts["index"]), options=freeze_options(opts), source=text)
@@ -166,7 +172,7 @@ def parse_adb_spec(text: str) -> DeviceSpec:
     target = text.partition(":")[2].strip()
     if not target:
         raise BadInputError(
-            f"device spec {text!r} names no device; write adb:SERIAL (USB) or adb:HOST:PORT (TCP)",
+            f"device spec {short_repr(text)} names no device; write adb:SERIAL (USB) or adb:HOST:PORT (TCP)",
             hint="`adb devices` lists serials; " + HINT,
         )
     if target.upper() in ADB_PLACEHOLDERS:
@@ -178,17 +184,17 @@ def parse_adb_spec(text: str) -> DeviceSpec:
         )
     if not _SERIAL_RE.match(target):
         raise BadInputError(
-            f"bad adb serial or address {target!r} in {text!r}: only letters, digits and . _ - : [ ] are allowed",
+            f"bad adb serial or address {short_repr(target)} in {short_repr(text)}: only letters, digits and . _ - : [ ] are allowed",
             hint="`adb devices` lists serials",
         )
     host, sep, port = target.rpartition(":")
-    if sep and host and not port.isdigit():
+    if sep and host and not (port.isascii() and port.isdigit() and len(port) <= 5):
         raise BadInputError(
-            f"bad port {port!r} in {text!r}: write adb:HOST:PORT with a numeric port, e.g. adb:192.168.1.20:5555",
+            f"bad port {short_repr(port)} in {short_repr(text)}: write adb:HOST:PORT with a numeric port, e.g. adb:192.168.1.20:5555",
             hint=HINT,
         )
-    if sep and host and port.isdigit() and not (0 < int(port) < 65536):
-        raise BadInputError(f"port {port} in {text!r} is out of range 1-65535", hint=HINT)
+    if sep and host and not (0 < int(port) < 65536):
+        raise BadInputError(f"port {port} in {short_repr(text)} is out of range 1-65535", hint=HINT)
     return DeviceSpec(kind="adb", target=target, source=text)
 
 
@@ -223,13 +229,13 @@ def _convert(kind: str, key: str, value: Any, where: str) -> Any:
             raise UnknownNameError("cpu runtime", str(value), CPU_RUNTIMES, hint=f"in {where}; {HINT}")
         return v
     if key == "threads" or (kind == "cuda" and key == "index"):
-        lo = 1 if key == "threads" else 0
-        try:
-            n = int(str(value), 10)
-        except ValueError:
-            n = None
-        if n is None or n < lo or isinstance(value, bool):
-            raise BadInputError(f"{key}={value!r} in {where}: must be an integer >= {lo}", hint=f"e.g. {kind}:{_example(kind)}")
+        lo, hi = (1, MAX_THREADS) if key == "threads" else (0, MAX_CUDA_INDEX)
+        text = str(value).strip()
+        ok = not isinstance(value, bool) and text.isascii() and text.isdigit() and len(text) <= 6
+        n = int(text) if ok else None
+        if n is None or not lo <= n <= hi:
+            raise BadInputError(f"{key}={short_repr(value if isinstance(value, int) else text)} in {where}: "
+                                f"must be an integer >= {lo} and <= {hi}", hint=f"e.g. {kind}:{_example(kind)}")
         return n
     if kind == "cpu" and key == "cores":
         return parse_cores(value, where)
@@ -241,10 +247,10 @@ def _convert(kind: str, key: str, value: Any, where: str) -> Any:
     if kind == "cuda" and key == "window_ms":
         try:
             f = float(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             f = -1.0
-        if not f > 0:
-            raise BadInputError(f"window_ms={value!r} in {where}: must be a number > 0", hint="e.g. cuda:mode=graph,window_ms=2")
+        if not (math.isfinite(f) and f > 0):
+            raise BadInputError(f"window_ms={short_repr(value)} in {where}: must be a finite number > 0", hint="e.g. cuda:mode=graph,window_ms=2")
         return f
     return value
 
@@ -262,13 +268,15 @@ def parse_cores(value: Any, where: str = "cores") -> tuple[int, ...]:
     cores: set[int] = set()
     for item in items:
         s = str(item)
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", s)
-        if not m or (m.group(2) is not None and int(m.group(2)) < int(m.group(1))):
+        # ASCII digits, at most 6 of them, checked against MAX_CORE before any range is built
+        m = None if isinstance(item, bool) else re.fullmatch(r"(\d{1,6})(?:-(\d{1,6}))?", s, re.ASCII)
+        lo = int(m.group(1)) if m else -1
+        hi = int(m.group(2) or m.group(1)) if m else -1
+        if not m or hi < lo or hi > MAX_CORE:
             raise BadInputError(
-                f"bad cores value {value!r} in {where}: write core ids and ranges like 0-3 or 0,2 or 0-1,4",
-                hint="`nproc` or `lscpu` shows this machine's cores",
+                f"bad cores value {short_repr(value)} in {where}: write core ids (0..{MAX_CORE}) and ranges like "
+                "0-3 or 0,2 or 0-1,4", hint="`nproc` or `lscpu` shows this machine's cores",
             )
-        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
         cores.update(range(lo, hi + 1))
     if not cores:
         raise BadInputError(f"empty cores value in {where}", hint="e.g. cores=0-1")
@@ -289,7 +297,7 @@ def measure_config(value: Any, where: str) -> MeasureConfig:
     if isinstance(value, MeasureConfig):
         return value
     if not isinstance(value, Mapping):
-        raise BadInputError(f"`measure` in {where} must be a mapping of MeasureConfig fields, got {value!r}")
+        raise BadInputError(f"`measure` in {where} must be a mapping of MeasureConfig fields, got {short_repr(value)}")
     names = [f.name for f in fields(MeasureConfig)]
     for k in value:
         if k not in names:
@@ -301,7 +309,7 @@ def measure_config(value: Any, where: str) -> MeasureConfig:
 
 def unknown_key_error(key: str, valid: Iterable[str], what: str, where: str) -> BadInputError:
     valid = sorted(valid)
-    msg = f"unknown {what} {key!r} in {where}"
+    msg = f"unknown {what} {short_repr(key)} in {where}"
     if dym := did_you_mean(key, valid, n=2, cutoff=0.5):
         msg += f"; {dym}"
     msg += f" Valid: {', '.join(valid)}"

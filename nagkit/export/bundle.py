@@ -35,7 +35,7 @@ from nagkit.export.readme import readme_text
 from nagkit.export.schema import validate_manifest
 from nagkit.export.zipfiles import (MAX_MANIFEST_BYTES, MAX_README_BYTES, bundle_top, checked_entries, extract_entry,
                                     open_zip, read_entry, safe_extract, write_zip)
-from nagkit.io import current_umask
+from nagkit.io import check_out_path, current_umask, exclusive_lock
 
 __all__ = ["MODEL_FILES", "RANDOM_INIT_NOTE", "SCHEMA_ID", "Bundle", "check_bundle_target", "check_files",
            "check_model_shapes", "dumps_manifest", "make_manifest", "parse_manifest", "read_bundle", "readme_text",
@@ -76,6 +76,7 @@ def zip_path_for(out_dir: str | os.PathLike) -> Path:
 def check_bundle_target(out_dir: str | os.PathLike, force: bool = False) -> None:
     """Raise BadInputError if the bundle folder or its zip exists and ``force`` is not set."""
     out_dir = Path(out_dir)
+    check_out_path(out_dir)
     taken = [str(p) for p in (out_dir, zip_path_for(out_dir)) if p.exists() or p.is_symlink()]
     if taken and not force:
         raise BadInputError(f"bundle output {' and '.join(repr(t) for t in taken)} already exist"
@@ -93,7 +94,7 @@ def write_bundle(out_dir: str | os.PathLike, models: Mapping[str, str | os.PathL
     ``manifest_fields``: from :func:`make_manifest`; ``files`` entries are (re)computed from the
     copied models (sha256, size), keeping converter/runtime/parity details given for them.
     """
-    from nagkit.export.exporter import all_versions, file_sha256
+    from nagkit.export.exporter import all_versions
 
     out_dir = Path(out_dir)
     check_bundle_target(out_dir, force=force)
@@ -117,6 +118,24 @@ def write_bundle(out_dir: str | os.PathLike, models: Mapping[str, str | os.PathL
     given_files = dict(manifest.get("files") or {})
     parent = out_dir.parent
     parent.mkdir(parents=True, exist_ok=True)
+    # One writer at a time per folder (issue 13 D7): a second `nagkit build --out X` started
+    # together waits here, then finds X taken and is refused (unless --force), so two writers
+    # of one output never both report success and a bundle is never silently replaced.
+    with exclusive_lock(parent, wait_s=_LOCK_WAIT_S,
+                        message=f"another nagkit process has been writing a bundle in {str(parent)!r} for over "
+                                f"{_LOCK_WAIT_S:.0f} s", hint="wait for it to finish, or choose another --out"):
+        check_bundle_target(out_dir, force=force)  # again, now that no other writer is at work
+        return _write_locked(out_dir, models, manifest, given_files)
+
+
+_LOCK_WAIT_S = 600.0
+
+
+def _write_locked(out_dir: Path, models: Mapping[str, str | os.PathLike], manifest: dict[str, Any],
+                  given_files: dict[str, Any]) -> Bundle:
+    from nagkit.export.exporter import file_sha256
+
+    parent = out_dir.parent
     tmp_dir = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=parent))
     tmp_zip = None
     old = None
@@ -140,7 +159,7 @@ def write_bundle(out_dir: str | os.PathLike, models: Mapping[str, str | os.PathL
         tmp_zip = Path(tmp_zip_s)
         write_zip(tmp_dir, tmp_zip, top=out_dir.name)
         os.chmod(tmp_zip, 0o644 & ~current_umask())
-        if out_dir.exists():  # force was given (check_bundle_target)
+        if out_dir.exists():  # force was given (check_bundle_target, under the lock)
             old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=parent))
             os.replace(out_dir, old / "b")
         os.replace(tmp_dir, out_dir)

@@ -34,6 +34,7 @@ from typing import Any
 
 from nagkit.devices.base import prepare_device
 from nagkit.errors import ArtifactError, BadInputError, DeviceError, short_repr
+from nagkit.io import check_out_path
 from nagkit.latency.blocks import BlockCache, default_jobs, unique_layers
 from nagkit.latency.progress import progress_bar
 from nagkit.latency.table import LatencyTable, stats_problem, utc_now
@@ -90,7 +91,7 @@ class Journal:
                 json.loads(tail)
                 complete.append(tail)  # a whole record without its newline
                 good_len = len(data)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # JSONDecodeError, bad UTF-8, a 5,000-digit int
                 log.warning("journal %s: dropping a half-written last line (%d bytes)", path, len(tail))
         recs = []
         for i, raw in enumerate(complete):
@@ -98,11 +99,12 @@ class Journal:
                 continue
             try:
                 recs.append(json.loads(raw))
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):
                 raise ArtifactError(
                     f"profile journal {str(path)!r} is corrupt at line {i + 1}; it cannot be resumed",
                     hint="delete it (and start over) or restore it from a backup") from None
-        if not recs or recs[0].get("type") != "header" or recs[0].get("format") != JOURNAL_FORMAT:
+        if not recs or not isinstance(recs[0], dict) or recs[0].get("type") != "header" \
+                or recs[0].get("format") != JOURNAL_FORMAT:
             raise ArtifactError(f"{str(path)!r} is not a nagkit profile journal (no header line)",
                                 hint="delete it, or pick another --out")
         if recs[0].get("schema") != JOURNAL_SCHEMA:
@@ -110,7 +112,8 @@ class Journal:
                                 f"this nagkit writes schema {JOURNAL_SCHEMA}", hint="delete it and start over")
         blocks: dict[str, dict[str, Any]] = {}
         for i, r in enumerate(recs[1:], start=2):
-            if r.get("type") != "block" or not isinstance(r.get("key"), str) or not isinstance(r.get("stats"), dict):
+            if not isinstance(r, dict) or r.get("type") != "block" or not isinstance(r.get("key"), str) \
+                    or not isinstance(r.get("stats"), dict):
                 raise ArtifactError(f"profile journal {str(path)!r} has a malformed record: {short_repr(r, 200)}",
                                     hint="delete it and start over")
             problem = stats_problem(r["stats"])
@@ -267,6 +270,7 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
     t0 = time.perf_counter()
     facts, on_host = prepare_device(device)  # first: fail in seconds, before any conversion
     out = Path(out) if out is not None else default_table_path(device, facts, space)
+    check_out_path(out)  # --out below an existing file: refused before any work (issue 13 D5)
     res = sorted({int(r) for r in resolutions})
     layers = unique_layers(space, res)
     jpath = journal_path(out)

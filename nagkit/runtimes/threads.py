@@ -9,6 +9,7 @@ import contextlib
 from collections.abc import Iterator
 
 DEFAULT_THREADS = 1  # the cpu device's default, and what parity checks run with
+MAX_THREADS = 256  # more is a typo or hostile: threads=100000 stalls a worker for minutes (issue 13 D12)
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS",
                "TF_NUM_INTEROP_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")

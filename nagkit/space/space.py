@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nagkit.errors import ArchError, BadInputError
+from nagkit.errors import ArchError, BadInputError, short_repr
 from nagkit.space.arch import Arch
 from nagkit.space.layers import LayerSpec, conv_out, make_divisible
 from nagkit.space.transform import IMAGENET_EVAL, InputTransform
@@ -163,8 +163,8 @@ class SearchSpace:
         if unknown:
             from nagkit.errors import did_you_mean
 
-            sugg = {u: did_you_mean(u, names) for u in unknown}
-            msg = ", ".join(f"{u!r}" + (f" ({s})" if s else "") for u, s in sugg.items())
+            sugg = {u: did_you_mean(u, names) for u in unknown[:5]}
+            msg = ", ".join(short_repr(u, 60) + (f" ({s})" if s else "") for u, s in sugg.items())
             raise BadInputError(f"unknown space field(s) {msg}; valid fields: {', '.join(sorted(names))}")
         kw = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()}
         return cls(**kw)

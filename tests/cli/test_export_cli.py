@@ -167,3 +167,10 @@ def test_golden_case5_onnx_with_batch_2(capsys, tmp_path, monkeypatch):
     assert m.input_shape == (2, 3, 128, 128)
     y_sub = t["y_sub"].numpy()
     assert np.abs(m.run(t["x"].numpy()) - y_sub).max() <= 1e-4 * max(1.0, float(np.abs(y_sub).max()))
+
+
+def test_d5_out_below_an_existing_file_exits_2_before_exporting(capsys, tmp_path):
+    (tmp_path / "notes.txt").write_text("x")
+    res = run_cli_inproc(["export", "--weights", str(CKPT), "--arch", SMALL, "--out",
+                          str(tmp_path / "notes.txt" / "o")], capsys)
+    assert_bad_input(res, "is a file, not a folder", "notes.txt")

@@ -70,3 +70,24 @@ def test_corrupt_dataset_is_refused(tmp_path):
     with pytest.raises(ArtifactError, match="line 4"):
         load_dataset(p, space=SP)
     assert np.isfinite(_collect(tmp_path / "ok.jsonl", 5).latency_ms).all()
+
+
+def test_d5_a_header_only_file_from_a_failed_run_does_not_block_the_rerun(tmp_path):
+    """Issue 13 D5: a run that failed before its first row leaves only a header; a rerun with
+    fixed settings starts over instead of refusing 'collected with a different ...'."""
+    p = tmp_path / "d.jsonl"
+    _collect(p, 10, seed=0)
+    p.write_text(p.read_text().splitlines()[0] + "\n")  # the header alone, as a failed run leaves it
+    ds = _collect(p, 10, seed=1)
+    assert len(ds) == 10 and json.loads(p.read_text().splitlines()[0])["seed"] == 1
+    with pytest.raises(ArtifactError, match="different seed"):  # rows were collected: still refused
+        _collect(p, 20, seed=2)
+
+
+def test_d5_out_below_an_existing_file_is_refused(tmp_path):
+    from nagkit.errors import BadInputError
+
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(BadInputError, match="is a file, not a folder"):
+        _collect(tmp_path / "notes.txt" / "d.jsonl", 5)
+    assert (tmp_path / "notes.txt").read_text() == "x"

@@ -402,3 +402,88 @@ def test_built_in_kinds_are_table_entries():
     assert profile_keys("some-plugin") == ()
     with pytest.raises(ValueError, match="already registered"):
         KINDS.register("cpu", KINDS.get("cpu"))
+
+
+# --------------------------------------------------------------------------- issue 13 D3, D12
+
+
+@pytest.mark.parametrize("value", ["0-99999999999", "0-8192", "99999999999", "0-" + "9" * 5000, "٢", "0-٣", [10**12],
+                                   [True], "1-0"])
+def test_d3_cores_are_bounded_before_any_range_is_built(value):
+    with pytest.raises(BadInputError) as ei:
+        parse_cores(value, "device spec 'cpu'")
+    assert "0..8191" in ei.value.message and len(ei.value.message) < 300
+
+
+def test_d3_cores_bound_through_the_cli(capsys):
+    from nagkit.cli.main import main
+
+    assert main(["devices", "--device", "cpu:cores=0-99999999999"]) == 2
+    err = capsys.readouterr().err
+    assert "'0-99999999999'" in err and "0..8191" in err and "Traceback" not in err
+    assert parse_cores("0-8191")[-1] == 8191  # the bound itself is fine
+
+
+@pytest.mark.parametrize("spec", ["cpu:threads=99999999999999999999999", "cpu:threads=100000", "cpu:threads=257",
+                                  "cpu:threads=٢", "cpu:threads=" + "9" * 5000, "cuda:99999999999999999999"])
+def test_d12_thread_counts_and_indices_are_bounded(spec, capsys):
+    from nagkit.cli.main import main
+
+    assert main(["devices", "--device", spec]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "must be an integer >= " in err and "<= " in err, err
+    assert len(err.splitlines()) == 2 and len(err) < 500 and "Traceback" not in err, err  # message + hint
+    assert parse_device_spec("cpu:threads=256").opts["threads"] == 256
+
+
+def test_d12_adb_profile_threads_are_bounded(tmp_path):
+    p = tmp_path / "phone.yaml"
+    p.write_text("device: adb:R58M12ABCDE\nthreads: 100000\n")
+    with pytest.raises(BadInputError, match=r"threads=100000 .*must be an integer >= 1 and <= 256"):
+        get_device(str(p))
+
+
+def test_d12_supernet_threads_option_is_bounded(capsys):
+    from nagkit.cli.main import main
+
+    assert main(["supernet", "train", "--threads", "99999999999999999999999"]) == 2
+    err = capsys.readouterr().err
+    assert "--threads" in err and "1..256" in err and len(err) < 1000
+
+
+# --------------------------------------------------------------------------- issue 13 D2, D5: hostile profiles
+
+_LOL = "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 9))
+HOSTILE_PROFILES = [
+    ("alias bomb in description", "device: cpu\n" + _LOL.replace("a8: &a8", "description: &a8"), "refused"),
+    ("description a list", "device: cpu\ndescription: [1, 2]\n", "`description:` must be a text"),
+    ("non-utf8", b"device: cpu\ndescription: \xff\xfe\n", "not valid YAML"),
+    ("20,000 deep", b"device: cpu\ndescription: " + b"[" * 20_000 + b"]" * 20_000 + b"\n", "nested more than"),
+    ("huge integer", "device: cpu\nthreads: " + "9" * 5000 + "\n", "more than 100 characters"),
+    ("long runtime", "device: cpu:" + "x" * 100_000 + "\n", "unknown cpu runtime"),
+    ("long measure value", "device: cpu\nmeasure: {min_runs: " + "x" * 100_000 + "}\n", "min_runs="),
+    ("window_ms inf", "device: cuda\nwindow_ms: .inf\n", "finite number > 0"),
+    ("name too long for a file", "device: cp" + "9" * 5000 + "\n", "unknown device"),   # was OSError
+    ("long adb taskset", "device: adb:R58M12ABCDE\ntaskset: " + "x" * 100_000 + "\n", "bad taskset mask"),
+]
+
+
+@pytest.mark.parametrize("text, words", [c[1:] for c in HOSTILE_PROFILES], ids=[c[0] for c in HOSTILE_PROFILES])
+def test_d2_d5_hostile_profiles_are_one_short_line(tmp_path, text, words, capsys):
+    """A device profile that is an alias bomb, not UTF-8, nested 20,000 deep or holds huge values
+    fails at once with one short line naming the file, exit 2 (issue 13 D2, D5)."""
+    from nagkit.cli.main import main
+
+    p = tmp_path / "hostile.yaml"
+    p.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(BadInputError) as ei:
+        ds = load_profile(p)
+        if ds.kind == "adb":  # what creating the device checks first
+            from nagkit.devices.adb.device import validate_profile
+
+            validate_profile(dict(ds.opts))
+    assert words in ei.value.message and len(str(ei.value)) < 600, str(ei.value)[:300]
+    assert main(["devices", "--device", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.splitlines()) <= 2 and len(err) < 800 and "Traceback" not in err

@@ -254,3 +254,60 @@ def test_duplicate_and_corrupt_zips(tmp_path):
     trunc.write_bytes(b"PK\x03\x04" + b"\0" * 20)
     with pytest.raises(ArtifactError):
         read_bundle(trunc)
+
+
+def test_d7_two_concurrent_writers_of_one_bundle_never_both_succeed(exported, tmp_path, monkeypatch):
+    """Issue 13 D7: writer B starts while writer A is in the middle of writing bundle X. Exactly
+    one reports success, the other is refused naming X, and X is the winner's bundle."""
+    import threading
+    import time
+
+    from nagkit.export import bundle as bmod
+
+    res, out = exported[3], tmp_path / "b"
+    a_inside, b_moved = threading.Event(), threading.Event()
+    real_zip, real_sleep = bmod._write_zip, time.sleep
+
+    def zip_a_waits_for_b(folder, zip_path, top):
+        if threading.current_thread().name == "A":
+            a_inside.set()
+            b_moved.wait(60)  # until B has written its bundle (no lock) or waits for the lock
+        real_zip(folder, zip_path, top)
+
+    def sleep_marks_b(s):
+        if threading.current_thread().name == "B":
+            b_moved.set()  # B is polling for the lock
+        real_sleep(s)
+
+    monkeypatch.setattr(bmod, "_write_zip", zip_a_waits_for_b)
+    monkeypatch.setattr(time, "sleep", sleep_marks_b)
+    outcome: dict[str, str] = {}
+
+    def writer(budget: float) -> None:
+        name = threading.current_thread().name
+        try:
+            write_bundle(out, res.paths, _manifest(exported, budget_ms=budget))
+            outcome[name] = "ok"
+        except BadInputError as e:
+            outcome[name] = e.message
+        finally:
+            b_moved.set()
+
+    a = threading.Thread(target=writer, args=(5.0,), name="A")
+    a.start()
+    assert a_inside.wait(60)
+    b = threading.Thread(target=writer, args=(6.0,), name="B")
+    b.start()
+    a.join(120)
+    b.join(120)
+    assert outcome["A"] == "ok", outcome
+    assert outcome["B"] != "ok" and "already exist" in outcome["B"] and str(out) in outcome["B"], outcome
+    assert json.loads((out / "manifest.json").read_text())["budget_ms"] == 5.0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b", "b.zip"]
+
+
+def test_d5_bundle_out_below_an_existing_file_is_refused(exported, tmp_path):
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(BadInputError, match="is a file, not a folder") as ei:
+        write_bundle(tmp_path / "notes.txt" / "b", exported[3].paths, _manifest(exported))
+    assert "notes.txt" in ei.value.message and "--out" in ei.value.hint

@@ -142,6 +142,33 @@ def test_corrupt_journal_line_is_refused(tmp_path, lat_space):
     assert list(Journal.open(j.path).blocks) == ["a", "b"]
 
 
+@pytest.mark.parametrize("header, record, words", [
+    (None, b"5", "malformed record: 5"),                       # a record that is a number
+    (None, b"[]", "malformed record: []"),
+    (b"[]", None, "not a nagkit profile journal"),              # a header that is a list
+    (b"5", None, "not a nagkit profile journal"),
+    (None, b'{"type": "block", "key": "\xff\xfe"}', "corrupt at line 2"),     # not UTF-8
+    (None, b"[" * 20_000 + b"]" * 20_000, "corrupt at line 2"),               # nested 20,000 deep
+    (None, b'{"n": ' + b"9" * 5000 + b"}", "corrupt at line 2"),             # int() refuses 5,000 digits
+])
+def test_d5_a_malformed_journal_is_one_artifact_error(tmp_path, header, record, words):
+    """Issue 13 D5: a journal record `5` or a header `[]` gave AttributeError (exit 3)."""
+    from nagkit.errors import ArtifactError
+    from nagkit.latency.profiler import Journal
+
+    j = Journal.create(tmp_path / "j.jsonl", {"space": "x"})
+    j.append("a", GOOD_STATS)
+    lines = j.path.read_bytes().splitlines()
+    if header is not None:
+        lines[0] = header
+    if record is not None:
+        lines.insert(1, record)
+    j.path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(ArtifactError) as ei:
+        Journal.open(j.path)
+    assert words in ei.value.message and len(ei.value.message) < 500, ei.value.message[:300]
+
+
 def test_a_second_profile_of_the_same_output_is_refused(tmp_path):
     from nagkit.errors import BadInputError
     from nagkit.latency.profiler import journal_lock, journal_path
@@ -222,3 +249,16 @@ def test_d6_impossible_statistics_are_never_journalled(tmp_path):
         profile(dev, space, [32], tmp_path / "t.json", cache_dir=tmp_path / "cache", progress=False)
     assert "--resume" in ei.value.hint
     assert len(journal_path(tmp_path / "t.json").read_text().splitlines()) == 1  # the header only
+
+
+def test_d5_out_below_an_existing_file_is_refused_before_any_work(tmp_path):
+    """Issue 13 D5: `--out notes.txt/t.json` gave FileExistsError (exit 3) from mkdir."""
+    from nagkit.errors import BadInputError
+    from nagkit.latency.profiler import profile
+
+    (tmp_path / "notes.txt").write_text("x")
+    dev = _FakeDevice()
+    with pytest.raises(BadInputError, match="is a file, not a folder") as ei:
+        profile(dev, make_tiny_space(resolutions=(32,)), [32], tmp_path / "notes.txt" / "t.json",
+                cache_dir=tmp_path / "cache", progress=False)
+    assert "notes.txt" in ei.value.message and dev.calls == 0

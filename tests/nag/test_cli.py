@@ -151,3 +151,17 @@ def test_search_below_the_fastest_arch_exits_1(capsys, tmp_path):
     (tmp_path / "nagkit.toml").write_text(tiny_workspace_toml())
     rc, out, err = run(capsys, "search", "-w", str(tmp_path), "-b", "0.1", "-m", "random")
     assert rc == 1 and out == "" and "fastest network" in err and "range" in err
+
+
+def test_d7_a_second_train_of_one_workspace_is_refused_while_one_runs(capsys, tmp_path):
+    """Issue 13 D7: two `nagkit train` of one workspace never both report success; the second
+    is refused at once (exit 2, one line) and writes nothing."""
+    from nagkit.io import exclusive_lock
+
+    (tmp_path / "nagkit.toml").write_text(tiny_workspace_toml())
+    (tmp_path / "dataset.jsonl").write_text("")  # the lock is taken before the dataset is read
+    with exclusive_lock(tmp_path / ".evaluator.pt.lock", message="held by the first train"):  # the first train
+        rc, out, err = run(capsys, "train", "--workspace", str(tmp_path))
+    assert rc == 2 and out == "", err
+    assert "another `nagkit train`" in err and "wait for it" in err and "Traceback" not in err
+    assert not (tmp_path / "evaluator.pt").exists() and not (tmp_path / "generator.pt").exists()

@@ -23,7 +23,8 @@ from nagkit.devices.adb.connect import MODES, open_transport
 from nagkit.devices.adb.transport import AdbTransport, quote_command
 from nagkit.devices.base import LatencyStats, MeasureConfig
 from nagkit.io import sha256_file
-from nagkit.errors import BadInputError, DeviceError, did_you_mean
+from nagkit.errors import BadInputError, DeviceError, did_you_mean, short_repr
+from nagkit.runtimes.threads import MAX_THREADS
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def _coerce(key: str, val: Any) -> Any:
         if isinstance(default, float):
             return float(v)
     except ValueError:
-        raise BadInputError(f"ADB profile key {key!r}: {val!r} is not a {type(default).__name__}") from None
+        raise BadInputError(f"ADB profile key {key!r}: {short_repr(val)} is not a {type(default).__name__}") from None
     if isinstance(default, list):
         return v.split()
     return v
@@ -109,7 +110,7 @@ def validate_profile(profile: dict[str, Any] | None) -> dict[str, Any]:
             continue
         if key not in DEFAULTS:
             dym = did_you_mean(key, DEFAULTS)
-            raise BadInputError(f"unknown ADB profile key {key!r}" + (f"; {dym}" if dym else "")
+            raise BadInputError(f"unknown ADB profile key {short_repr(key)}" + (f"; {dym}" if dym else "")
                                 + f" Valid keys: {', '.join(sorted(DEFAULTS))}",
                                 hint="see device_profiles/README.md")
         out[key] = _coerce(key, val)
@@ -117,21 +118,21 @@ def validate_profile(profile: dict[str, Any] | None) -> dict[str, Any]:
     if mask is not None:
         mask = str(mask).lower().removeprefix("0x")
         if not re.fullmatch(r"[0-9a-f]{1,16}", mask) or int(mask, 16) == 0:
-            raise BadInputError(f"bad taskset mask {out['taskset']!r}: a non-zero hex CPU mask such as 'f0' "
+            raise BadInputError(f"bad taskset mask {short_repr(out['taskset'])}: a non-zero hex CPU mask such as 'f0' "
                                 "(CPUs 4-7) or '0f' (CPUs 0-3)")
         out["taskset"] = mask
     for key in ("threads", "num_runs", "warmup_runs", "thermal_max_status", "thermal_retries", "reconnect_retries"):
         if not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < 0:
-            raise BadInputError(f"ADB profile key {key!r} must be a non-negative integer, got {out[key]!r}")
-    if out["threads"] < 1:
-        raise BadInputError(f"ADB profile 'threads' must be >= 1, got {out['threads']}")
+            raise BadInputError(f"ADB profile key {key!r} must be a non-negative integer, got {short_repr(out[key])}")
+    if not 1 <= out["threads"] <= MAX_THREADS:  # issue 13 D12
+        raise BadInputError(f"ADB profile 'threads' must be in 1..{MAX_THREADS}, got {short_repr(out['threads'])}")
     for key in ("remote_dir", "benchmark_remote"):
         if not str(out[key]).startswith("/"):
-            raise BadInputError(f"ADB profile {key!r} must be an absolute device path, got {out[key]!r}")
+            raise BadInputError(f"ADB profile {key!r} must be an absolute device path, got {short_repr(out[key])}")
     if not isinstance(out["extra_args"], (list, tuple)):
-        raise BadInputError(f"ADB profile 'extra_args' must be a list of flags, got {out['extra_args']!r}")
+        raise BadInputError(f"ADB profile 'extra_args' must be a list of flags, got {short_repr(out['extra_args'])}")
     if out["adb_transport"] not in MODES:
-        raise BadInputError(f"ADB profile 'adb_transport' must be one of {', '.join(MODES)}, got {out['adb_transport']!r}")
+        raise BadInputError(f"ADB profile 'adb_transport' must be one of {', '.join(MODES)}, got {short_repr(out['adb_transport'])}")
     if out["adb_key"] is not None:
         out["adb_key"] = os.path.expanduser(str(out["adb_key"]))
     if out["benchmark_binary"] is not None:
@@ -143,7 +144,7 @@ def _measure_config(val: Any) -> MeasureConfig | None:
     if val is None or isinstance(val, MeasureConfig):
         return val
     if not isinstance(val, dict):
-        raise BadInputError(f"ADB profile 'measure' must be a mapping of MeasureConfig fields, got {val!r}")
+        raise BadInputError(f"ADB profile 'measure' must be a mapping of MeasureConfig fields, got {short_repr(val)}")
     try:
         return MeasureConfig(**val)
     except TypeError as e:
