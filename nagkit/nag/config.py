@@ -132,7 +132,7 @@ class InferenceConfig:
     """Zero-query generation: ``samples`` archs from pi(.|B) (plus the greedy one), ranked by the
     evaluator. ``search.queries > 0`` adds an accuracy-guided search per budget (counted)."""
 
-    samples: int = 100
+    samples: int = 50  # the decode costs ~0.1 ms per sample; quality flat from 32 to 200 (decisions 17)
     temperature: float = 1.0
     search: SearchConfig = field(default_factory=SearchConfig)
 
