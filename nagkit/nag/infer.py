@@ -34,7 +34,7 @@ import torch
 from nagkit.errors import BadInputError
 from nagkit.latency.slots import SlotLatency
 from nagkit.nag.budgets import BudgetBelowRangeError, check_budget  # noqa: F401 - re-exported
-from nagkit.nag.config import InferenceConfig, torch_threads
+from nagkit.nag.config import InferenceConfig, flush_denormals, torch_threads
 from nagkit.nag.generator import sample_archs
 from nagkit.nag.guided import GuidedSearch, run_guided
 from nagkit.space.arch import Arch
@@ -152,7 +152,7 @@ class NagModel:
             raise BadInputError(f"--search-queries must be >= 0, got {sq}")
         if sq > 0 and self.source is None:
             raise BadInputError("--search-queries needs the workspace's accuracy source")
-        with torch_threads():
+        with torch_threads(), flush_denormals():
             return [self._one(float(req), eff, note, n, seed, top, sq, display)
                     for req, (eff, note) in zip(budgets, checked)]
 
