@@ -204,3 +204,30 @@ def test_config_long_fuzz_run():
     camp = run_campaign("config", fuzz_examples(), seed=5, deadline_ms=1000)
     assert camp.failure_count == 0, camp.failures[:5]
     assert camp.inputs >= fuzz_examples() * 0.9
+
+
+@pytest.mark.parametrize("section, line, needle", [
+    ("evaluator", "epochs = -1", "epochs = -1 is out of range"),
+    ("evaluator", "hidden = 0", "hidden = 0 is out of range"),
+    ("evaluator", "lr = nan", "lr must be a finite number, got nan"),
+    ("generator", "temperature = inf", "temperature"),
+    ("budgets", "k = 1", "k = 1 is out of range"),
+])
+def test_d11_nag_settings_are_range_checked_when_loading(section, line, needle, tmp_path, capsys):
+    """Issue 13 D11: values that trained with exit 0 into NaN, or failed only at train time, are
+    refused when the workspace is read: one line, exit 2, nothing written."""
+    from nagkit.cli.main import main
+
+    key = line.split(" = ")[0]
+    text = BASE
+    if f"[{section}]\n" in text:
+        lines = [ln for ln in text.split("\n") if not ln.startswith(key + " = ")]
+        text = "\n".join(lines).replace(f"[{section}]\n", f"[{section}]\n{line}\n", 1)
+    else:
+        text += f"\n[{section}]\n{line}\n"
+    (tmp_path / "nagkit.toml").write_text(text)
+    rc = main(["train", "--workspace", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert needle in err and err.startswith("error: ") and "Traceback" not in err, err
+    assert not any(p.name != "nagkit.toml" for p in tmp_path.iterdir())
