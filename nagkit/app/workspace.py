@@ -44,7 +44,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import tomllib
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -53,6 +52,8 @@ from typing import Any
 from nagkit.errors import ArtifactError, BadInputError, did_you_mean, reject_unknown_keys, short_repr
 from nagkit.nag.config import (BudgetConfig, EvaluatorConfig, FrontierConfig, GeneratorConfig, InferenceConfig,
                                config_from_dict)
+from nagkit.app.workspace_config import (_ARTIFACT_KEYS, _DATASET_KEYS, _check_types, _default_artifact,
+                                         _inline_space, _read_toml)
 from nagkit.resources import ROOT as RESOURCES_DIR
 from nagkit.resources import WORKSPACES as PRESETS_DIR
 from nagkit.resources import is_shipped
@@ -66,8 +67,6 @@ HOME_ENV = "NAGKIT_HOME"
 
 _TOP_KEYS = ("name", "description", "copied_from", "space", "latency_table", "accuracy", "accuracy_options", "supernet",
              "seed", "artifacts", "budgets", "dataset", "evaluator", "generator", "frontier", "inference")
-_ARTIFACT_KEYS = ("dataset", "evaluator", "generator", "archive")
-_DATASET_KEYS = ("n", "seed")
 
 
 @dataclass(frozen=True)
@@ -216,11 +215,6 @@ class Workspace:
                 "latency_table": self.latency_table_spec, "accuracy": self.accuracy_spec,
                 "supernet": self.supernet_spec, "seed": self.seed,
                 "artifacts": {k: str(self.artifact_path(k)) for k in _ARTIFACT_KEYS}}
-
-
-def _default_artifact(kind: str) -> str:
-    return {"dataset": "dataset.jsonl", "evaluator": "evaluator.pt", "generator": "generator.pt",
-            "archive": "archive.jsonl"}[kind]
 
 
 def user_home() -> Path:
@@ -411,61 +405,6 @@ def _set_key(text: str, key: str, value: str) -> str:
 
 def _check_keys(d: dict[str, Any], valid: tuple[str, ...], where: str) -> None:
     reject_unknown_keys(d, valid, where)
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    """The parsed ``nagkit.toml``; a file that is not UTF-8 or not TOML is one line naming it."""
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise BadInputError(f"workspace config {str(path)!r} is not UTF-8 text (byte {e.start} is "
-                            f"{e.object[e.start:e.start + 1]!r})", hint="save it as UTF-8") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise BadInputError(f"workspace config {str(path)!r} is not valid TOML: {e}") from None
-    except ValueError:  # tomllib's int() of a number of over 4,300 digits
-        raise BadInputError(f"workspace config {str(path)!r} holds a number too long to be real") from None
-    except RecursionError:
-        raise BadInputError(f"workspace config {str(path)!r} nests too deeply to be a workspace") from None
-
-
-_TABLE_KEYS = ("artifacts", "accuracy_options", "budgets", "dataset", "evaluator", "generator", "frontier",
-               "inference")
-_DATASET_N_MAX = 100_000_000
-
-
-def _check_types(cfg: dict[str, Any], where: str) -> None:
-    """Every value of the wrong type is one line naming the key and the value (issue 13 D5)."""
-    for key in _TABLE_KEYS:
-        if key in cfg and not isinstance(cfg[key], dict):
-            raise BadInputError(f"{where}: {key!r} must be a table ([{key}] with key = value lines), "
-                                f"got {short_repr(cfg[key])}", hint=f"fix `{key}` in {where}")
-    for key in ("name", "description", "supernet"):
-        if key in cfg and not isinstance(cfg[key], str):
-            raise BadInputError(f"{where}: {key!r} must be a string, got {short_repr(cfg[key])}",
-                                hint=f"fix `{key}` in {where}")
-    for k, v in cfg.get("artifacts", {}).items():
-        if not isinstance(v, str) or not v:
-            raise BadInputError(f"{where} [artifacts]: {k!r} must be a non-empty file name, got {short_repr(v)}",
-                                hint=f"e.g. {k} = {_default_artifact(k)!r}" if k in _ARTIFACT_KEYS else None)
-    for k, v in cfg.get("dataset", {}).items():
-        lo = 1 if k == "n" else 0
-        hi = _DATASET_N_MAX if k == "n" else 2**63 - 1
-        if k in _DATASET_KEYS and not (isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi):
-            raise BadInputError(f"{where} [dataset]: {k!r} must be an integer in {lo}..{hi}, got {short_repr(v)}",
-                                hint=f"fix [dataset] {k} in {where}")
-
-
-def _inline_space(spec: dict[str, Any], where: str) -> SearchSpace:
-    """A workspace's own [space] table, checked field by field before it is built."""
-    from nagkit.space.spec_check import spec_field_problem
-
-    if "name" not in spec:
-        raise BadInputError(f"{where} [space] has no name", hint=f'add name = "my-space" to [space] in {where}')
-    if (problem := spec_field_problem(spec)) is not None:
-        raise BadInputError(f"{where} [space]: {problem}", hint=f"fix [space] in {where}")
-    return SearchSpace.from_dict(spec)
 
 
 def _load_file(path: Path) -> Workspace:

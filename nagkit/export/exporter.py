@@ -27,7 +27,7 @@ import numpy as np
 from nagkit.io import sha256_file
 from nagkit.errors import BadInputError, UnknownNameError
 from nagkit.export.parity import DEFAULT_RTOL, ParityError, ParityResult, check_parity, seeded_inputs
-from nagkit.runtimes.convert import to_onnx, to_tflite
+from nagkit.runtimes.convert import IO_NAMES, to_onnx, to_tflite  # noqa: F401 - IO_NAMES re-exported
 from nagkit.runtimes.models import load_model
 from nagkit.runtimes.versions import converter_versions, runtime_versions
 
@@ -37,7 +37,6 @@ FORMATS = ("onnx", "tflite")
 SUFFIX = {"onnx": ".onnx", "tflite": ".tflite"}
 CONVERTER = {"onnx": "torch.onnx", "tflite": "litert-torch"}
 INPUT_LAYOUT = "NCHW"
-IO_NAMES = ("image", "logits")  # the input and output tensors of every exported model, both formats
 
 
 @dataclass

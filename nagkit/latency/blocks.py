@@ -22,7 +22,7 @@ from typing import Any
 
 from nagkit.errors import BadInputError
 from nagkit.latency.keys import block_key
-from nagkit.runtimes.convert import convert_module
+from nagkit.runtimes.convert import IO_NAMES, convert_module
 from nagkit.runtimes.versions import format_versions
 from nagkit.space.arch import Arch
 from nagkit.space.layers import LayerSpec, layer_input_shape
@@ -161,7 +161,7 @@ def convert_task(task: tuple) -> str:
         space = SearchSpace.from_dict(space_d)
         arch = space.parse_arch(arch_s)
         net = StaticNet.from_arch(space, arch, seed=seed)
-        convert_module(net, (1, space.in_channels, arch.r, arch.r), fmt, Path(path))
+        convert_module(net, (1, space.in_channels, arch.r, arch.r), fmt, Path(path), names=IO_NAMES)  # as exported
     return path
 
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from nagkit.errors import BadInputError
 from nagkit.latency.blocks import FORMATS, default_cache_dir
+from nagkit.runtimes.convert import IO_NAMES
 from nagkit.runtimes.versions import format_versions
 from nagkit.latency.progress import progress_bar
 from nagkit.latency.table import LatencyTable
@@ -70,7 +71,7 @@ class NetworkCache:
     def __init__(self, fmt: str, cache_dir: str | Path | None = None):
         self.fmt = fmt
         self.versions = format_versions(fmt) if fmt != "torch" else {}
-        tag = hashlib.sha256(repr(sorted(self.versions.items())).encode()).hexdigest()[:10]
+        tag = hashlib.sha256((repr(sorted(self.versions.items())) + repr(IO_NAMES)).encode()).hexdigest()[:10]
         root = Path(cache_dir) if cache_dir else default_cache_dir().parent
         self.dir = root / "nets" / f"{fmt}-{tag}"
         self.hits = self.misses = 0
@@ -109,10 +110,10 @@ class NetworkCache:
             self.hits += 1
             return p
         self.misses += 1
-        from nagkit.latency.blocks import convert
+        from nagkit.runtimes.convert import IO_NAMES, convert_module
 
         net = StaticNet.from_arch(space, arch, seed=seed)
-        return convert(net, (1, space.in_channels, arch.r, arch.r), self.fmt, p)
+        return convert_module(net, (1, space.in_channels, arch.r, arch.r), self.fmt, p, names=IO_NAMES)
 
 
 NETWORK_PASSES = 3  # every network is measured once per pass over the whole list

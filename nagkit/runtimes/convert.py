@@ -31,6 +31,7 @@ from nagkit.runtimes.quiet import native_stderr_captured
 log = logging.getLogger(__name__)
 
 ONNX_OPSET = 17
+IO_NAMES = ("image", "logits")  # the input and output tensors of every exported whole network, both formats
 
 
 class ConversionError(NagkitError):
@@ -216,9 +217,11 @@ def _named(module, output: str):
     return Named().eval()
 
 
-def convert_module(module, input_shape: tuple[int, ...], fmt: str, path: str | os.PathLike) -> Path:
+def convert_module(module, input_shape: tuple[int, ...], fmt: str, path: str | os.PathLike, *,
+                   names: tuple[str, str] | None = None) -> Path:
     """Convert ``module`` to ``fmt`` (``tflite`` or ``onnx``) at ``path``, with a seeded
-    standard-normal example input of ``input_shape`` (NCHW)."""
+    standard-normal example input of ``input_shape`` (NCHW); ``names``: the input and output
+    tensor names (:data:`IO_NAMES` for whole networks, as exported; None: the converter's)."""
     import torch
 
     from nagkit.errors import BadInputError
@@ -226,4 +229,6 @@ def convert_module(module, input_shape: tuple[int, ...], fmt: str, path: str | o
     if fmt not in ("tflite", "onnx"):
         raise BadInputError(f"cannot convert to {fmt!r}; valid: tflite, onnx")
     example = torch.randn(*input_shape, generator=torch.Generator().manual_seed(0))
-    return (to_tflite if fmt == "tflite" else to_onnx)(module, example, Path(path))
+    if fmt == "tflite":
+        return to_tflite(module, example, Path(path), names=names)
+    return to_onnx(module, example, Path(path), **({"names": names} if names else {}))

@@ -266,7 +266,7 @@ def test_d7_two_concurrent_writers_of_one_bundle_never_both_succeed(exported, tm
 
     res, out = exported[3], tmp_path / "b"
     a_inside, b_moved = threading.Event(), threading.Event()
-    real_zip, real_sleep = bmod._write_zip, time.sleep
+    real_zip, real_sleep = bmod.write_zip, time.sleep
 
     def zip_a_waits_for_b(folder, zip_path, top):
         if threading.current_thread().name == "A":
@@ -279,7 +279,7 @@ def test_d7_two_concurrent_writers_of_one_bundle_never_both_succeed(exported, tm
             b_moved.set()  # B is polling for the lock
         real_sleep(s)
 
-    monkeypatch.setattr(bmod, "_write_zip", zip_a_waits_for_b)
+    monkeypatch.setattr(bmod, "write_zip", zip_a_waits_for_b)
     monkeypatch.setattr(time, "sleep", sleep_marks_b)
     outcome: dict[str, str] = {}
 
