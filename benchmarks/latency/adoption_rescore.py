@@ -40,7 +40,7 @@ def main() -> int:
 
     out = {"what": __doc__.split("\n\n")[0], "when": utc_now(), "tables": {}}
     for name in NAMES:
-        table = LatencyTable.load(ROOT / "latency_tables" / f"{name}.json")
+        table = LatencyTable.load(ROOT / "nagkit" / "resources" / "latency_tables" / f"{name}.json")
         space = table.space()
         rows = json.loads((ROOT / "benchmarks" / "latency" / "results" / f"{name}.json").read_text())
         rows = rows["phases"]["validate"]["archs"]

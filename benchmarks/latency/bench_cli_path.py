@@ -195,7 +195,7 @@ def main(argv=None) -> int:
     report.setdefault("phases", {})
     report["table"] = str(table_path)
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    device = str(ROOT / "device_profiles" / f"{PROFILES[args.runtime]}.yaml")
+    device = str(ROOT / "nagkit" / "resources" / "device_profiles" / f"{PROFILES[args.runtime]}.yaml")
 
     if "profile" in phases:
         if not args.warm and cache.exists():
