@@ -5,8 +5,6 @@ the server's socket protocol (shell, exit codes, push/stat/pull), and which way 
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import stat
 import subprocess
 
@@ -19,17 +17,10 @@ from nagkit.devices.adb.device import validate_profile
 from nagkit.devices.adb.server import AdbServerTransport, list_devices, server_version
 from nagkit.errors import DeviceError
 
-ADB = shutil.which("adb") or "/usr/bin/adb"
-pytestmark = [
-    pytest.mark.adb,
-    pytest.mark.skipif(not os.path.exists(ADB), reason="Debian's adb client is not installed (apt-get install adb)"),
-]
+from tests.adb_helpers import ADB, ADB_MARKS
+from tests.adb_helpers import free_port as _free_port
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+pytestmark = ADB_MARKS
 
 
 @pytest.fixture

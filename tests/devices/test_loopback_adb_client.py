@@ -4,25 +4,16 @@ codes. A private ADB server port and HOME keep these tests off any real ADB setu
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-ADB = shutil.which("adb") or "/usr/bin/adb"
-pytestmark = [
-    pytest.mark.adb,
-    pytest.mark.skipif(not os.path.exists(ADB), reason="Debian's adb client is not installed (apt-get install adb)"),
-]
+from tests.adb_helpers import ADB, ADB_MARKS
+from tests.adb_helpers import free_port as _free_port
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+pytestmark = ADB_MARKS
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,7 @@ benchmark binary missing fails before converting anything, naming the fix."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -19,17 +16,10 @@ import pytest
 
 from nagkit.latency.table import LatencyTable
 
-ADB = shutil.which("adb") or "/usr/bin/adb"
-pytestmark = [
-    pytest.mark.adb,
-    pytest.mark.skipif(not os.path.exists(ADB), reason="Debian's adb client is not installed (apt-get install adb)"),
-]
+from tests.adb_helpers import ADB, ADB_MARKS
+from tests.adb_helpers import free_port as _free_port
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+pytestmark = ADB_MARKS
 
 
 class _Stamped(list):
