@@ -32,6 +32,7 @@ from nagkit.latency.predictor import LatencyPredictor
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_TRIES = 3
+AIM_MARGIN = 0.95  # a re-aimed candidate is generated 5% under the budget scaled by the measured ratio
 UNVERIFIED_NOTE = ("not measured: no device was given (--device), so this bundle is unverified; its latency is "
                    "the table's prediction only (check it with `nagkit check BUNDLE --device D --budget B`)")
 ACCURACY_MODES = ("auto", "always", "never")
@@ -120,6 +121,7 @@ class BuildResult:
     formats: list[str]
     weights: str
     attempts: list[Attempt] = field(default_factory=list)
+    aims: list[dict[str, float]] = field(default_factory=list)  # re-aims after over-budget measurements
     timings_s: dict[str, float] = field(default_factory=dict)
     parity: dict[str, Any] = field(default_factory=dict)
     note: str | None = None  # e.g. the budget was above the slowest network
@@ -129,6 +131,7 @@ class BuildResult:
     verified: bool = False  # measured on the device (without --device: unverified)
     trained: dict[str, Any] | None = None  # the generator trained on demand for the device's table
     accuracies: list[dict[str, Any]] = field(default_factory=list)  # the manifest's records, the reported one first
+    re_aims: list[dict[str, float]] = field(default_factory=list)  # {aim_ms, ratio}: see _Build.first_fitting
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -241,6 +244,7 @@ class _Build:
     say: Any = None  # one progress line per phase (stderr in the CLI), or None
     progress: Any = None  # (phase, done, total) for long phases (training on demand)
     attempts: list[Attempt] = field(default_factory=list)
+    aims: list[dict[str, float]] = field(default_factory=list)  # re-aims after over-budget measurements
     timings: dict[str, float] = field(default_factory=dict)
 
     def announce(self, msg: str) -> None:
@@ -408,6 +412,11 @@ class _Build:
         notes = notes + ([f"fine-tuned for {o.finetune} epoch(s)"] if o.finetune else [])
         notes = notes + ([self.budget_note] if self.budget_note else []) + ([] if dev else [UNVERIFIED_NOTE])
         notes = notes + acc_notes
+        if self.aims:
+            a = self.aims[-1]
+            notes.append(f"re-aimed: this device measured {a['ratio']:.2f}x the table's prediction, so this network "
+                         f"was generated for {a['aim_ms']:.4g} ms on the table; profile the device for a table of "
+                         f"its own (`nagkit profile --device {dev.spec if dev else 'D'} --space {ws.space.name}`)")
         manifest = make_manifest(
             self.space, arch, export=ex, weights_sha256=self.w_sha, weights_source=self.w_src,
             fine_tuned=self.ft.record if self.ft else None, budget_ms=self.budget_ms,
@@ -416,7 +425,7 @@ class _Build:
             measured=stats, accuracy=records[0] if records else None, accuracy_others=records[1:],
             seed=o.seed, notes=notes,
             build={"budget_note": self.budget_note, "selection_queries": res.selection_queries,
-                   "generated_for_ms": res.effective_budget_ms, "verified_on_device": dev is not None,
+                   "generated_for_ms": res.effective_budget_ms, "re_aims": self.aims, "verified_on_device": dev is not None,
                    "workspace": ws.ref, "latency_table": {"path": self.target.table, "device_own": self.target.device_table,
                                                           "note": self.target.note},
                    "generator_trained_now": self.target.trained is not None},
@@ -435,22 +444,57 @@ class _Build:
             parity={f: m.to_dict().get("parity_max_abs_diff") for f, m in ex.models.items()},
             note=self.budget_note, workspace=ws.describe(), table=self.target.table, table_note=self.target.note,
             verified=dev is not None, trained=self.target.trained, accuracies=records,
+            re_aims=list(self.aims),
         )
 
     def first_fitting(self, cands: list, staging_root: Path) -> BuildResult:
-        """Try the candidates in order; bundle the first that meets the budget on the device."""
-        for i, cand in enumerate(cands):
+        """Try candidates until one meets the budget on the device (at most ``max_tries``); bundle it.
+
+        After a candidate measures over the budget, the next one is *re-aimed*: generated for
+        the budget scaled by the worst measured/predicted ratio seen so far (times
+        :data:`AIM_MARGIN`), so a table that is off for this device by a steady factor (another
+        CPU of the same kind, a warmer phone) still gives a bundle that meets the budget as
+        measured. It is said on stderr and recorded in the manifest, with the fix (profile D)."""
+        tried: set[str] = set()
+        queue = list(cands)
+        for i in range(self.opts.max_tries):
+            queue = [c for c in queue if str(c.arch) not in tried]
+            if not queue:
+                break
+            cand = queue.pop(0)
+            tried.add(str(cand.arch))
             pred, pred_raw = _predict(self.ws.latency_table, self.ws.space, cand.arch)
             sub = self.subnet(cand.arch)
             ex, shape = self.export(sub, cand.arch, staging_root / f"c{i}")
             accepted, stats = self.measure(i, cand.arch, pred, ex, shape)
             if accepted:
                 return self.bundle(cand, ex, stats, pred, pred_raw)
+            if i + 1 < self.opts.max_tries:
+                queue = self.reaim() or queue
         raise CheckFailedError(
-            f"none of the {len(self.attempts)} best candidates for {self.budget_ms:g} ms met the budget on "
+            f"none of the {len(self.attempts)} candidates tried for {self.budget_ms:g} ms met the budget on "
             f"{self.dev.spec if self.dev else 'the device'}: " + "; ".join(f"{a.arch} {a.note}" for a in self.attempts),
-            hint="the latency table may not match this device: re-profile it with `nagkit profile --device ...` "
-                 "and retrain with `nagkit train`, or raise --max-tries")
+            hint=f"the latency table may not match this device: profile it with `nagkit profile --device "
+                 f"{self.dev.spec if self.dev else 'D'} --space {self.ws.space.name}` (a build then uses its table), "
+                 "or raise --max-tries")
+
+    def reaim(self) -> list:
+        """The candidates generated for the budget scaled by the worst measured/predicted ratio
+        so far (empty if that aim is below the space's fastest network on the table)."""
+        ratio = max(a.measured_ms / a.predicted_ms for a in self.attempts
+                    if a.measured_ms is not None and a.predicted_ms > 0)
+        aim = self.budget_ms / ratio * AIM_MARGIN
+        if aim < self.min_ms:
+            log.warning("cannot re-aim: this device measured %.2fx the table's prediction, and %g ms / %.2f is below "
+                        "the fastest network on the table (%.4g ms)", ratio, self.budget_ms, ratio, self.min_ms)
+            return []
+        self.aims.append({"aim_ms": aim, "ratio": ratio})
+        log.warning("this device measured %.2fx the table's prediction: the next candidate is generated for %.4g ms "
+                    "on the table (%g ms / %.2f x %g)", ratio, aim, self.budget_ms, ratio, AIM_MARGIN)
+        with self.timed("generate"):
+            self.result = self.model.generate([aim], samples=self.opts.samples, seed=self.opts.seed,
+                                              top=self.opts.max_tries, display=False)[0]
+        return list(self.result.candidates)
 
 
 def build(budget_ms: float, *, workspace=None, options: BuildOptions | None = None, device=None,

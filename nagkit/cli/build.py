@@ -100,6 +100,8 @@ def build(budget: float, workspace: str | None, device_spec: str | None, formats
             *([f"note      {r['note']}"] if r["note"] else []),
             f"predicted {r['predicted_ms']:.3f} ms (raw block sum {r['predicted_raw_ms']:.3f} ms)",
             f"table     {r['table_note']}",
+            *([f"re-aimed  generated for {r['re_aims'][-1]['aim_ms']:.4g} ms on the table: this device measured "
+               f"{r['re_aims'][-1]['ratio']:.2f}x its predictions"] if r.get("re_aims") else []),
             f"measured  " + (f"{m['median_ms']:.3f} ms median on {r['device']} (p10 {m['p10_ms']:.3f}, "
                              f"p90 {m['p90_ms']:.3f}, n={m['n']})" if m else
                              "not measured (no --device): the bundle is unverified, its manifest says so"),
