@@ -68,6 +68,7 @@ class BuildOptions:
     data: str | None = None
     device_train: str = "cpu"
     val_fraction: float = 0.2
+    mixed_sizes: bool = False
     max_tries: int = DEFAULT_MAX_TRIES
     samples: int | None = None
     seed: int = 0
@@ -78,6 +79,8 @@ class BuildOptions:
             raise BadInputError(f"--max-tries must be at least 1, got {self.max_tries}")
         if self.accuracy not in ACCURACY_MODES:
             raise BadInputError(f"--accuracy {self.accuracy!r} is not valid; valid: {', '.join(ACCURACY_MODES)}")
+        if self.mixed_sizes and self.data is None:
+            raise BadInputError("--mixed-sizes is only read with --data", hint="add --finetune EPOCHS --data DIR")
         if self.data is not None and not self.finetune:
             raise BadInputError("--data is only read when fine-tuning", hint="add --finetune EPOCHS")
         if self.finetune and self.random_init:
@@ -90,7 +93,8 @@ class BuildOptions:
         from nagkit.app.finetune import FinetuneOptions
 
         return FinetuneOptions(epochs=self.finetune, data=self.data, device_train=self.device_train,
-                               val_fraction=self.val_fraction, seed=self.seed)
+                               val_fraction=self.val_fraction, seed=self.seed,
+                               mixed_sizes=self.mixed_sizes)
 
 
 @dataclass
@@ -209,7 +213,8 @@ def _finetune_data(ws, o: BuildOptions):
     if o.data:
         from nagkit.images.folder import open_image_folder
 
-        data = open_image_folder(o.data, channels=ws.space.in_channels, val_fraction=o.val_fraction, seed=o.seed)
+        data = open_image_folder(o.data, channels=ws.space.in_channels, val_fraction=o.val_fraction, seed=o.seed,
+                                 mixed_sizes=o.mixed_sizes)
         if data.skipped:  # counted in the manifest too (weights.fine_tuned.data)
             log.warning("skipped %d unreadable image(s), e.g. %s", len(data.skipped), data.skipped[0][0])
         return data

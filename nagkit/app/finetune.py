@@ -37,13 +37,14 @@ CALIB_IMAGES = 2000
 class FinetuneOptions:
     """``epochs``; ``data``: an ImageFolder (None: the workspace's Fashion-MNIST);
     ``device_train``: cpu, cuda or cuda:N; ``val_fraction``: the seeded val split when the folder
-    has no ``val/``; ``augment``: train-time augmentation (off: the plain transform)."""
+    has no ``val/``; ``mixed_sizes``: accept images of several sizes; ``augment``: train-time augmentation (off: the plain transform)."""
 
     epochs: int
     data: str | None = None
     device_train: str = "cpu"
     val_fraction: float = 0.2
     seed: int = 0
+    mixed_sizes: bool = False  # accept an ImageFolder of several image sizes (each resized by the transform)
     lr: float = 0.05
     backbone_lr_factor: float = 1.0
     batch_size: int = 32

@@ -108,7 +108,8 @@ def finetune_to_bundle(src: Source, opts, *, out: Path, formats: tuple[str, ...]
         raise BadInputError("nagkit finetune needs --data DIR, an ImageFolder (DIR/train/<class>/*.png)")
     check_bundle_target(out, force=force)
     t0, phases = time.perf_counter(), {}
-    data = open_image_folder(opts.data, channels=src.space.in_channels, val_fraction=opts.val_fraction, seed=opts.seed)
+    data = open_image_folder(opts.data, channels=src.space.in_channels, val_fraction=opts.val_fraction, seed=opts.seed,
+                             mixed_sizes=opts.mixed_sizes)
     if data.skipped:
         log.warning("skipped %d unreadable image(s), e.g. %s", len(data.skipped), data.skipped[0][0])
     phases["data"] = time.perf_counter() - t0

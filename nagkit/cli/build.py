@@ -61,6 +61,8 @@ def check(target: str, device_spec: str | None, budget: float | None, runs: int 
 @click.option("--data", default=None, metavar="DIR",
               help="With --finetune: an ImageFolder of your classes (DIR/train/<class>/*.png, DIR/val/...); "
                    "the classifier is replaced for them.")
+@click.option("--mixed-sizes", is_flag=True,
+              help="Accept images of several sizes in --data (each resized by the space's transform).")
 @click.option("--device-train", default="cpu", show_default=True, help="Fine-tune on cpu, cuda or cuda:N.")
 @click.option("--max-tries", type=int, default=3, show_default=True, help="Candidates to try on the device.")
 @click.option("--samples", type=int, default=None, help="Generator samples per budget.")
@@ -71,8 +73,8 @@ def check(target: str, device_spec: str | None, budget: float | None, runs: int 
 @json_option
 @verbosity_option
 def build(budget: float, workspace: str | None, device_spec: str | None, formats: str, out: str | None, force: bool,
-          weights: str | None, random_init: bool, finetune: int, data: str | None, device_train: str, max_tries: int,
-          samples: int | None, seed: int, accuracy_mode: str, as_json: bool) -> None:
+          weights: str | None, random_init: bool, finetune: int, data: str | None, mixed_sizes: bool, device_train: str,
+          max_tries: int, samples: int | None, seed: int, accuracy_mode: str, as_json: bool) -> None:
     """Generate the best arch for --budget, export it with supernet weights, verify, bundle.
 
     With --device D the device is contacted first, and predictions and the budget's range come
@@ -87,7 +89,7 @@ def build(budget: float, workspace: str | None, device_spec: str | None, formats
         raise click.BadParameter("--random-init conflicts with --weights", param_hint="--random-init")
     res = run_build(budget, workspace=workspace, options=BuildOptions(
         device_spec=device_spec, formats=formats, out=out, force=force, weights=weights, random_init=random_init,
-        finetune=finetune, data=data, device_train=device_train, max_tries=max_tries, samples=samples, seed=seed,
+        finetune=finetune, data=data, mixed_sizes=mixed_sizes, device_train=device_train, max_tries=max_tries, samples=samples, seed=seed,
         accuracy=accuracy_mode), say=log, progress=phase_progress())
 
     def human(r: dict) -> str:

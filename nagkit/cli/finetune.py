@@ -26,6 +26,8 @@ from nagkit.cli.options import emit, json_option, seed_option, verbosity_option,
 @click.option("--device-train", default="cpu", show_default=True, help="Train on cpu, cuda or cuda:N.")
 @click.option("--val-fraction", type=float, default=0.2, show_default=True,
               help="Seeded per-class val split when DIR has no val/.")
+@click.option("--mixed-sizes", is_flag=True,
+              help="Accept images of several sizes in --data (each resized by the space's transform).")
 @click.option("--lr", type=float, default=0.05, show_default=True, help="Peak learning rate (cosine decay to 0).")
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @click.option("--no-augment", is_flag=True, help="Train on the plain transform (no crop/shift/flip).")
@@ -35,7 +37,7 @@ from nagkit.cli.options import emit, json_option, seed_option, verbosity_option,
 @verbosity_option
 def finetune(bundle: str | None, data: str, epochs: int, out: Path, arch_text: str | None, space_name: str | None,
              workspace: str | None, weights: str | None, formats: str, device_train: str, val_fraction: float,
-             lr: float, batch_size: int, no_augment: bool, force: bool, seed: int, as_json: bool) -> None:
+             mixed_sizes: bool, lr: float, batch_size: int, no_augment: bool, force: bool, seed: int, as_json: bool) -> None:
     """Fine-tune a subnet on your own classes and bundle it.
 
     The classifier is replaced for the class folders of --data, BN statistics are recalibrated
@@ -54,7 +56,7 @@ def finetune(bundle: str | None, data: str, epochs: int, out: Path, arch_text: s
     from nagkit.cli.space import read_arch_arg
 
     opts = FinetuneOptions(epochs=epochs, data=data, device_train=device_train, val_fraction=val_fraction, seed=seed,
-                           lr=lr, batch_size=batch_size, augment=not no_augment)
+                           mixed_sizes=mixed_sizes, lr=lr, batch_size=batch_size, augment=not no_augment)
     opts.check()
     src = resolve_source(bundle=bundle, arch=read_arch_arg(arch_text) if arch_text else None, space=space_name,
                          workspace=workspace, weights=weights)

@@ -7,10 +7,14 @@ too. Labels are the class folder names, sorted (torchvision's order).
 
 Every image is decoded once up front (PIL), converted to the space's color (``RGB`` or ``L``)
 and kept in memory as a uint8 ``[C, H, W]`` tensor, so training never meets a bad file: an image
-that cannot be decoded is skipped and counted (:attr:`FolderData.skipped`). Images may have any
-size (the space's transform resizes them). Refused with a :class:`BadInputError` (exit 2): a
-missing or empty folder, fewer than two classes, a class without a readable image, ``val/``
-classes that differ from ``train/``'s, a class too small to split, more than ``max_images``.
+that cannot be decoded is skipped and counted (:attr:`FolderData.skipped`). The images must all
+have one size, whatever it is (the space's transform resizes it to the resolution); images of
+several sizes are refused unless ``mixed_sizes`` (``--mixed-sizes``) says to resize each by the
+transform: a folder that mixes sizes is often a mistake (thumbnails beside originals, another
+camera), and resizing it unasked would change what the model sees without a word. Refused with a
+:class:`BadInputError` (exit 2): a missing or empty folder, fewer than two classes, a class
+without a readable image, ``val/`` classes that differ from ``train/``'s, images of several
+sizes (unless ``mixed_sizes``), a class too small to split, more than ``max_images``.
 """
 
 from __future__ import annotations
@@ -143,8 +147,9 @@ def _subset(s: ImageSet, idx: np.ndarray) -> ImageSet:
 
 
 def open_image_folder(root: str | os.PathLike, *, channels: int, val_fraction: float = 0.2, seed: int = 0,
-                      max_images: int = MAX_IMAGES) -> FolderData:
-    """Read ``root`` (see the module docstring) as images of ``channels`` channels (1 or 3)."""
+                      max_images: int = MAX_IMAGES, mixed_sizes: bool = False) -> FolderData:
+    """Read ``root`` (see the module docstring) as images of ``channels`` channels (1 or 3);
+    ``mixed_sizes``: accept images of several sizes (each resized by the space's transform)."""
     if not 0 < val_fraction < 1:
         raise BadInputError(f"the validation fraction must be between 0 and 1, got {val_fraction}")
     root = Path(root).expanduser()
@@ -170,6 +175,12 @@ def open_image_folder(root: str | os.PathLike, *, channels: int, val_fraction: f
         tr, va = split_indices(both.labels, val_fraction, seed)
         train, val = _subset(both, tr), _subset(both, va)
         source = f"seeded split of the training images (fraction {val_fraction:g}, seed {seed})"
+    if len(sizes) > 1 and not mixed_sizes:
+        common = ", ".join(f"{w}x{h} ({n} image{'s' if n > 1 else ''})" for (w, h), n in sizes.most_common(3))
+        raise BadInputError(f"--data {str(root)!r} mixes {len(sizes)} image sizes: {common}"
+                            + (", ..." if len(sizes) > 3 else ""),
+                            hint="make them one size, or pass --mixed-sizes to resize each image by the space's "
+                                 "transform (the bundle's manifest shows it)")
     return FolderData(root, classes, train, val, source, skipped, sizes)
 
 

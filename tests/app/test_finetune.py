@@ -119,15 +119,15 @@ def test_fmnist_space_finetuned_from_the_command_line(folder, tmp_path, cli_env)
     assert m["latency"]["status"] == "unverified"
 
 
-def _folder(root, classes=("a", "b"), n=3):
+def _folder(root, classes=("a", "b"), n=3, side=8):
     for c in classes:
         (root / "train" / c).mkdir(parents=True, exist_ok=True)
         for i in range(n):
-            Image.fromarray(np.full((8, 8), 40 * i, np.uint8)).save(root / "train" / c / f"{i}.png")
+            Image.fromarray(np.full((side, side), 40 * i, np.uint8)).save(root / "train" / c / f"{i}.png")
     return root
 
 
-@pytest.mark.parametrize("case", ["empty", "one-class", "label-mismatch", "no-data", "no-source"])
+@pytest.mark.parametrize("case", ["empty", "one-class", "label-mismatch", "mixed-sizes", "no-data", "no-source"])
 def test_finetune_bad_inputs(case, tmp_path, capsys):
     base = ["finetune", "--epochs", "1", "--out", str(tmp_path / "o"), "--workspace", "fmnist",
             "--arch", "r28-" + "-".join(["k3e3.k3e3"] * 5)]
@@ -144,6 +144,10 @@ def test_finetune_bad_inputs(case, tmp_path, capsys):
         Image.fromarray(np.zeros((8, 8), np.uint8)).save(data / "val" / "a" / "0.png")
         (data / "val" / "b").mkdir()
         want = "label mismatch"
+    elif case == "mixed-sizes":
+        _folder(data)
+        _folder(data, classes=("b",), n=1, side=12)
+        want = "mixes 2 image sizes: 8x8 (5 images), 12x12 (1 image)"
     elif case == "no-data":
         base = [a for a in base if a != "--workspace" and a != "fmnist"]
         r = run_cli_inproc(base, capsys)
@@ -171,6 +175,9 @@ def test_build_finetune_bad_inputs(tmp_path, capsys):
     r = run_cli_inproc(["build", "--budget", "30", "--workspace", "ofa-note10", "--random-init", "--data",
                         str(tmp_path), "--out", str(tmp_path / "b")], capsys)
     assert r.code == 2 and "add --finetune" in r.err
+    r = run_cli_inproc(["build", "--budget", "30", "--workspace", "ofa-note10", "--mixed-sizes",
+                        "--out", str(tmp_path / "b")], capsys)
+    assert r.code == 2 and "--mixed-sizes is only read with --data" in r.err
     import torch
 
     if not torch.cuda.is_available():

@@ -50,11 +50,15 @@ def test_seeded_split_without_val(tmp_path):
     assert sorted(tr.tolist() + va.tolist()) == [0, 1, 2, 3, 4] and set(np.array([0, 0, 1, 1, 1])[va]) == {0, 1}
 
 
-def test_mixed_sizes_are_resized_by_the_transform(tmp_path):
-    """Images of any size and mode: each is converted and resized by the space's transform."""
+def test_mixed_sizes_are_refused_unless_asked_for(tmp_path):
+    """Images of several sizes: refused with the sizes named and the fix; with mixed_sizes, each
+    image is converted and resized by the space's transform."""
     _folder(tmp_path, classes=("a", "b"), n=3, size=(20, 30))
     _folder(tmp_path, classes=("a", "b"), n=2, size=(64, 48), mode="L", seed=2)  # overwrites 0.png, 1.png
-    d = open_image_folder(tmp_path, channels=3, val_fraction=0.34)
+    with pytest.raises(BadInputError, match=r"mixes 2 image sizes: 64x48 \(4 images\), 20x30 \(2 images\)") as e:
+        open_image_folder(tmp_path, channels=3, val_fraction=0.34)
+    assert "--mixed-sizes" in e.value.hint
+    d = open_image_folder(tmp_path, channels=3, val_fraction=0.34, mixed_sizes=True)
     assert len(d.sizes) == 2
     sp = get_space("ofa-mbv3-w1.0")
     xs = [x for x, _ in batches(d.train, sp, 128, 4)]
