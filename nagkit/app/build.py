@@ -25,7 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nagkit.data.accuracy import AccuracySource
+from nagkit.app.build_inputs import finetune_data as _finetune_data
+from nagkit.app.build_inputs import has_fmnist_data as _has_fmnist_data
+from nagkit.app.build_inputs import load_weights as _load_weights
+from nagkit.app.build_inputs import source_accuracy as _source_accuracy
+from nagkit.app.build_inputs import split as _split
 from nagkit.errors import BadInputError, CheckFailedError
 from nagkit.latency.predictor import LatencyPredictor
 
@@ -154,75 +158,6 @@ def parse_formats(text: str | None) -> tuple[str, ...]:
 def _predict(table: LatencyPredictor, space, arch) -> tuple[float, float]:
     """(calibrated, raw) predicted latency: every predictor takes ``calibrated``."""
     return float(table.predict(space, arch)), float(table.predict(space, arch, calibrated=False))
-
-
-def _load_weights(ws, space, weights: str | None, random_init: bool, seed: int):
-    import torch
-
-    from nagkit.supernet import OFAMobileNetV3, load_supernet, sha256_file
-
-    path = Path(weights) if weights else ws.supernet_path()
-    if path is not None:
-        if random_init:
-            raise BadInputError("--random-init conflicts with supernet weights; drop one of them")
-        net = load_supernet(path, space)
-        return net, sha256_file(path), str(path)
-    if not random_init:
-        raise BadInputError(
-            f"workspace {ws.name!r} has no supernet weights, so a bundle would carry random weights",
-            hint="pass --weights OFA_CHECKPOINT.pth, or --random-init for a latency-only bundle")
-    with torch.random.fork_rng(devices=[]):  # seeded weights; the caller's RNG state is left alone
-        torch.manual_seed(seed)
-        return OFAMobileNetV3(space).eval(), None, None
-
-
-def _source_accuracy(source: AccuracySource | None, arch, mode: str) -> float | None:
-    """The accuracy source's value for ``arch`` as ``mode`` allows (see :class:`BuildOptions`)."""
-    if source is None or mode == "never":
-        return None
-    if mode == "auto" and source.expensive:
-        cached = source.cached(arch)
-        if cached is None:
-            log.info("accuracy not measured: the %s source is expensive here and has no cached value for %s "
-                     "(pass --accuracy always)", source.name, arch)
-        return cached
-    return float(source.evaluate([arch])[0])
-
-
-def _split(ws):
-    """The images the workspace's ``supernet:`` accuracy source recalibrates and validates on."""
-    from nagkit.data.supernet_acc import split_settings
-
-    try:
-        ckpt = ws.supernet_path()
-    except Exception:  # noqa: BLE001 - a workspace without weights
-        ckpt = None
-    return split_settings(ws.accuracy_options, ckpt)
-
-
-def _has_fmnist_data(ws) -> bool:
-    """Whether the workspace's images are on this machine: its accuracy source is a supernet
-    evaluated on Fashion-MNIST (Debian's package)."""
-    return ws.accuracy_spec.startswith("supernet:")
-
-
-def _finetune_data(ws, o: BuildOptions):
-    """The ImageFolder to fine-tune on (opened now: bad data fails before any work), or None."""
-    if not o.finetune:
-        return None
-    if o.data:
-        from nagkit.images.folder import open_image_folder
-
-        data = open_image_folder(o.data, channels=ws.space.in_channels, val_fraction=o.val_fraction, seed=o.seed,
-                                 mixed_sizes=o.mixed_sizes)
-        if data.skipped:  # counted in the manifest too (weights.fine_tuned.data)
-            log.warning("skipped %d unreadable image(s), e.g. %s", len(data.skipped), data.skipped[0][0])
-        return data
-    if not _has_fmnist_data(ws):
-        raise BadInputError(f"--finetune on workspace {ws.name!r} needs --data DIR: the images its space "
-                            f"{ws.space.name!r} was trained on are not on this machine",
-                            hint="pass --data DIR, an ImageFolder of your classes (DIR/train/<class>/*.png)")
-    return None
 
 
 @dataclass
