@@ -10,7 +10,7 @@ The fourth parser, ``config``, reads the files users write by hand: device profi
 and workspace configs (``nagkit.toml``).
 
 Used by the property tests beside each parser's tests (fast: a few hundred inputs), by their
-``slow`` long runs (``NAGKIT_FUZZ_EXAMPLES`` inputs, default 2,000) and by
+``slow`` long runs (``NAGKIT_FUZZ_EXAMPLES`` inputs, default 500) and by
 ``benchmarks/fuzz/run_fuzz.py`` (100,000 inputs per parser, recorded in ``results.json``).
 """
 
@@ -628,7 +628,7 @@ WARMUP: dict[str, Callable[[], Any]] = {
 }
 
 
-def fuzz_examples(default: int = 2000) -> int:
+def fuzz_examples(default: int = 500) -> int:
     """Inputs per parser in the slow long runs: ``NAGKIT_FUZZ_EXAMPLES`` (benchmarks/fuzz uses 100,000)."""
     return int(os.environ.get("NAGKIT_FUZZ_EXAMPLES", default))
 

@@ -200,7 +200,7 @@ def test_config_files_load_or_are_refused_with_one_short_nagkit_error(value):
 
 @pytest.mark.slow
 def test_config_long_fuzz_run():
-    """NAGKIT_FUZZ_EXAMPLES inputs (default 2,000; benchmarks/fuzz/run_fuzz.py runs 100,000)."""
+    """NAGKIT_FUZZ_EXAMPLES inputs (default 500; benchmarks/fuzz/run_fuzz.py runs 100,000)."""
     camp = run_campaign("config", fuzz_examples(), seed=5, deadline_ms=1000)
     assert camp.failure_count == 0, camp.failures[:5]
     assert camp.inputs >= fuzz_examples() * 0.9

@@ -344,7 +344,7 @@ def test_table_loader_returns_a_working_table_or_an_artifact_error(raw):
 
 @pytest.mark.slow
 def test_table_loader_long_fuzz_run():
-    """NAGKIT_FUZZ_EXAMPLES inputs (default 2,000; benchmarks/fuzz/run_fuzz.py runs 100,000)."""
+    """NAGKIT_FUZZ_EXAMPLES inputs (default 500; benchmarks/fuzz/run_fuzz.py runs 100,000)."""
     camp = run_campaign("latency_table", fuzz_examples(), seed=12, deadline_ms=1000)
     assert camp.failure_count == 0, camp.failures[:5]
     assert camp.inputs >= fuzz_examples() * 0.9
