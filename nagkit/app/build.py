@@ -25,9 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nagkit.data.accuracy import AccuracySource
+from nagkit.app.build_inputs import finetune_data as _finetune_data
+from nagkit.app.build_inputs import has_fmnist_data as _has_fmnist_data
+from nagkit.app.build_inputs import load_weights as _load_weights
+from nagkit.app.build_inputs import predict as _predict  # noqa: F401 - benchmarks/finetune imports it from here
+from nagkit.app.build_inputs import source_accuracy as _source_accuracy
+from nagkit.app.build_inputs import split as _split
+from nagkit.app.int8 import DEFAULT_MAX_INT8_DROP
 from nagkit.errors import BadInputError, CheckFailedError
-from nagkit.latency.predictor import LatencyPredictor
 
 log = logging.getLogger(__name__)
 
@@ -72,14 +77,21 @@ class BuildOptions:
     samples: int | None = None
     seed: int = 0
     accuracy: str = "auto"
+    max_int8_drop: float = DEFAULT_MAX_INT8_DROP  # points: an int8 export losing more fails (exit 1)
 
     def check(self) -> None:
+        parse_export(self.formats)  # an unknown format or precision fails before any work
+        if not 0 <= self.max_int8_drop <= 100:
+            raise BadInputError(f"--max-int8-drop must be between 0 and 100 points, got {self.max_int8_drop}")
         if self.max_tries < 1:
             raise BadInputError(f"--max-tries must be at least 1, got {self.max_tries}")
         if self.accuracy not in ACCURACY_MODES:
             raise BadInputError(f"--accuracy {self.accuracy!r} is not valid; valid: {', '.join(ACCURACY_MODES)}")
         if self.data is not None and not self.finetune:
             raise BadInputError("--data is only read when fine-tuning", hint="add --finetune EPOCHS")
+        if self.random_init and parse_export(self.formats)[1] == "int8":  # also: an unknown --export fails here
+            raise BadInputError("--export tflite-int8 needs trained weights: an int8 model is judged by its accuracy",
+                                hint="drop --random-init, or export fp32 (--export tflite)")
         if self.finetune and self.random_init:
             raise BadInputError("--finetune needs trained weights; --random-init makes a latency-only bundle",
                                 hint="drop --random-init and pass --weights CKPT")
@@ -132,6 +144,8 @@ class BuildResult:
     trained: dict[str, Any] | None = None  # the generator trained on demand for the device's table
     accuracies: list[dict[str, Any]] = field(default_factory=list)  # the manifest's records, the reported one first
     re_aims: list[dict[str, float]] = field(default_factory=list)  # {aim_ms, ratio}: see _Build.first_fitting
+    precision: str = "fp32"
+    int8: dict[str, Any] | None = None  # int8 parity: top-1 agreement, accuracies, drop (app/int8.py)
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -140,84 +154,14 @@ class BuildResult:
 
 
 def parse_formats(text: str | None) -> tuple[str, ...]:
-    from nagkit.export.exporter import normalize_formats
-
-    if not text:
-        return ("tflite",)
-    return normalize_formats([t.strip() for t in text.split(",") if t.strip()])
+    return parse_export(text)[0]
 
 
-def _predict(table: LatencyPredictor, space, arch) -> tuple[float, float]:
-    """(calibrated, raw) predicted latency: every predictor takes ``calibrated``."""
-    return float(table.predict(space, arch)), float(table.predict(space, arch, calibrated=False))
+def parse_export(text: str | None) -> tuple[tuple[str, ...], str]:
+    """``--export`` -> (formats, precision): ``tflite``, ``onnx``, ``tflite-int8``, comma-separated."""
+    from nagkit.export.exporter import parse_export as parse
 
-
-def _load_weights(ws, space, weights: str | None, random_init: bool, seed: int):
-    import torch
-
-    from nagkit.supernet import OFAMobileNetV3, load_supernet, sha256_file
-
-    path = Path(weights) if weights else ws.supernet_path()
-    if path is not None:
-        if random_init:
-            raise BadInputError("--random-init conflicts with supernet weights; drop one of them")
-        net = load_supernet(path, space)
-        return net, sha256_file(path), str(path)
-    if not random_init:
-        raise BadInputError(
-            f"workspace {ws.name!r} has no supernet weights, so a bundle would carry random weights",
-            hint="pass --weights OFA_CHECKPOINT.pth, or --random-init for a latency-only bundle")
-    with torch.random.fork_rng(devices=[]):  # seeded weights; the caller's RNG state is left alone
-        torch.manual_seed(seed)
-        return OFAMobileNetV3(space).eval(), None, None
-
-
-def _source_accuracy(source: AccuracySource | None, arch, mode: str) -> float | None:
-    """The accuracy source's value for ``arch`` as ``mode`` allows (see :class:`BuildOptions`)."""
-    if source is None or mode == "never":
-        return None
-    if mode == "auto" and source.expensive:
-        cached = source.cached(arch)
-        if cached is None:
-            log.info("accuracy not measured: the %s source is expensive here and has no cached value for %s "
-                     "(pass --accuracy always)", source.name, arch)
-        return cached
-    return float(source.evaluate([arch])[0])
-
-
-def _split(ws):
-    """The images the workspace's ``supernet:`` accuracy source recalibrates and validates on."""
-    from nagkit.data.supernet_acc import split_settings
-
-    try:
-        ckpt = ws.supernet_path()
-    except Exception:  # noqa: BLE001 - a workspace without weights
-        ckpt = None
-    return split_settings(ws.accuracy_options, ckpt)
-
-
-def _has_fmnist_data(ws) -> bool:
-    """Whether the workspace's images are on this machine: its accuracy source is a supernet
-    evaluated on Fashion-MNIST (Debian's package)."""
-    return ws.accuracy_spec.startswith("supernet:")
-
-
-def _finetune_data(ws, o: BuildOptions):
-    """The ImageFolder to fine-tune on (opened now: bad data fails before any work), or None."""
-    if not o.finetune:
-        return None
-    if o.data:
-        from nagkit.images.folder import open_image_folder
-
-        data = open_image_folder(o.data, channels=ws.space.in_channels, val_fraction=o.val_fraction, seed=o.seed)
-        if data.skipped:  # counted in the manifest too (weights.fine_tuned.data)
-            log.warning("skipped %d unreadable image(s), e.g. %s", len(data.skipped), data.skipped[0][0])
-        return data
-    if not _has_fmnist_data(ws):
-        raise BadInputError(f"--finetune on workspace {ws.name!r} needs --data DIR: the images its space "
-                            f"{ws.space.name!r} was trained on are not on this machine",
-                            hint="pass --data DIR, an ImageFolder of your classes (DIR/train/<class>/*.png)")
-    return None
+    return parse(text) if text else (("tflite",), "fp32")
 
 
 @dataclass
@@ -228,6 +172,8 @@ class _Build:
     opts: BuildOptions
     fmts: tuple[str, ...]
     out_dir: Path
+    precision: str = "fp32"
+    int8: dict[str, Any] | None = None  # the int8 parity record of the current candidate
     ws: Any = None
     dev: Any = None
     net: Any = None
@@ -273,6 +219,10 @@ class _Build:
         t = time.perf_counter()
         ws = load_workspace(workspace)
         self.folder = _finetune_data(ws, self.opts)  # a bad --data fails now, before any work
+        if self.precision == "int8":
+            from nagkit.app.int8 import check_calibration_data
+
+            check_calibration_data(ws, self.folder)
         self.dev = device
         if self.dev is None and self.opts.device_spec:
             from nagkit.devices.registry import get_device
@@ -339,13 +289,33 @@ class _Build:
         from nagkit.export.manifest import model_metadata
 
         shape = (1, self.ws.space.in_channels, arch.r, arch.r)
-        self.announce(f"convert to {', '.join(self.fmts)} and check parity with PyTorch")
+        cal, cal_from = self.calibration(arch)
+        self.announce(f"convert to {', '.join(self.fmts)}" + (f" int8 (calibrating on {cal_from})" if cal is not None
+                                                              else " and check parity with PyTorch"))
         ex = export_model(sub, shape, self.fmts, where, seed=self.opts.seed, force=True,
-                          metadata=model_metadata(self.space, arch, shape))
+                          metadata=model_metadata(self.space, arch, shape, dtype="int8" if cal is not None else "float32"),
+                          precision=self.precision, calibration=cal)
+        if cal is not None:
+            from nagkit.app.int8 import int8_parity
+
+            self.announce("int8 parity: top-1 agreement and accuracy against fp32 on the held-out images")
+            with self.timed("int8_parity"):
+                self.int8 = int8_parity(ex.paths["tflite"], sub, self.space, arch.r, folder=self.folder,
+                                        max_drop=self.opts.max_int8_drop, calibration=cal_from)
         for k, v in ex.durations_s.items():
             key = "convert" if k.startswith("convert") else "parity" if k.startswith("parity") else k
             self.timings[key] = self.timings.get(key, 0.0) + v
         return ex, shape
+
+    def calibration(self, arch):
+        """(representative inputs, where from) for an int8 export, or (None, "")."""
+        if self.precision != "int8":
+            return None, ""
+        from nagkit.app.int8 import calibration_inputs
+
+        with self.timed("calibration_data"):
+            return calibration_inputs(self.space, arch.r, split=None if self.folder is not None else _split(self.ws),
+                                      folder=self.folder)
 
     def measure(self, i: int, arch, pred: float, ex, shape):
         """(accepted, stats): the exported model timed on the device, if there is one."""
@@ -423,7 +393,7 @@ class _Build:
             device=({"spec": dev.spec, "info": dev.info(), "runtime": dev.runtime_info()} if dev else None),
             predicted={"ms": pred, "raw_ms": pred_raw, "source": "latency table", "table": table_record(ws)},
             measured=stats, accuracy=records[0] if records else None, accuracy_others=records[1:],
-            seed=o.seed, notes=notes,
+            seed=o.seed, notes=notes, int8=self.int8,
             build={"budget_note": self.budget_note, "selection_queries": res.selection_queries,
                    "generated_for_ms": res.effective_budget_ms, "re_aims": self.aims, "verified_on_device": dev is not None,
                    "workspace": ws.ref, "latency_table": {"path": self.target.table, "device_own": self.target.device_table,
@@ -444,7 +414,7 @@ class _Build:
             parity={f: m.to_dict().get("parity_max_abs_diff") for f, m in ex.models.items()},
             note=self.budget_note, workspace=ws.describe(), table=self.target.table, table_note=self.target.note,
             verified=dev is not None, trained=self.target.trained, accuracies=records,
-            re_aims=list(self.aims),
+            re_aims=list(self.aims), precision=self.precision, int8=self.int8,
         )
 
     def first_fitting(self, cands: list, staging_root: Path) -> BuildResult:
@@ -510,8 +480,9 @@ def build(budget_ms: float, *, workspace=None, options: BuildOptions | None = No
     if not (isinstance(budget_ms, (int, float)) and math.isfinite(budget_ms) and budget_ms > 0):
         raise BadInputError(f"--budget must be a finite number of milliseconds > 0, got {budget_ms}")
     o.check()
-    run = _Build(budget_ms, o, parse_formats(o.formats), Path(o.out) if o.out else Path(f"nagkit-bundle-{budget_ms:g}ms"),
-                 say=say, progress=progress)
+    fmts, precision = parse_export(o.formats)
+    run = _Build(budget_ms, o, fmts, Path(o.out) if o.out else Path(f"nagkit-bundle-{budget_ms:g}ms"),
+                 precision=precision, say=say, progress=progress)
     check_bundle_target(run.out_dir, force=o.force)
     try:
         run.open(workspace, device)
