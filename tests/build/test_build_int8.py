@@ -157,3 +157,46 @@ def test_a_drop_over_the_threshold_fails_with_the_figures(int8_bundle):
     assert e.value.exit_code == 1 and "--max-int8-drop" in e.value.message
     assert e.value.record["int8_accuracy"] == par["int8_accuracy"]
     assert e.value.record["fp32_accuracy"] == pytest.approx(par["fp32_accuracy"], abs=1e-4)
+
+
+# -- nagkit export --format tflite-int8 -----------------------------------------------------------
+
+FMNIST_CKPT = Path(__file__).resolve().parents[2] / "nagkit/resources/workspaces/fmnist/supernet/supernet.pt"
+FMNIST_ARCH = "r28-k3e3.k3e3-k3e3.k3e3-k3e3.k3e3-k3e3.k3e3-k3e3.k3e3"
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--weights", str(FMNIST_CKPT), "--format", "tflite-int8"], ["--data", "fashion-mnist"]),
+    (["--random-init", "--format", "tflite-int8", "--data", "fashion-mnist"], ["trained weights"]),
+    (["--weights", str(FMNIST_CKPT), "--format", "tflite", "--data", "fashion-mnist"], ["--data", "tflite-int8"]),
+    (["--weights", str(FMNIST_CKPT), "--format", "tflite-int4"], ["tflite-int4", "tflite-int8"]),
+])
+def test_export_int8_bad_input_exit_2_and_write_nothing(tmp_path, capsys, extra, says):
+    r = run_cli_inproc(["export", "--space", "fmnist-mbv3-w0.5", "--arch", FMNIST_ARCH, "--out", str(tmp_path / "o"),
+                        "--bundle", *extra], capsys)
+    assert r.code == 2 and r.out == "", r.err
+    assert len([ln for ln in r.err.splitlines() if ln.startswith("error:")]) == 1, r.err
+    for s in says:
+        assert s in r.err, r.err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_export_int8_bundle_is_checked_and_says_its_figures(tmp_path, capsys):
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        r = run_cli_inproc(["export", "--weights", str(FMNIST_CKPT), "--space", "fmnist-mbv3-w0.5", "--arch",
+                            FMNIST_ARCH, "--format", "tflite-int8", "--data", "fashion-mnist", "--bundle",
+                            "--out", str(tmp_path / "o"), "--json"], capsys)
+    finally:
+        torch.set_num_threads(n)
+    assert r.code == 0, r.err
+    got = json.loads(r.out)
+    m = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    assert got["precision"] == "int8" and m["quantization"]["parity"] == got["int8"]
+    assert got["int8"]["images"] == 10000 and got["int8"]["drop_points"] <= 1.0
+    assert m["files"]["model.tflite"]["precision"] == "int8" and m["input"]["dtype"] == "int8"
+    assert run_cli_inproc(["check", str(tmp_path / "o.zip")], capsys).code == 0
