@@ -31,7 +31,7 @@ from nagkit.app.build_inputs import load_weights as _load_weights
 from nagkit.app.build_inputs import predict as _predict  # noqa: F401 - benchmarks/finetune imports it from here
 from nagkit.app.build_inputs import source_accuracy as _source_accuracy
 from nagkit.app.build_inputs import split as _split
-from nagkit.app.int8 import DEFAULT_MAX_INT8_DROP
+from nagkit.app.int8 import DEFAULT_MAX_INT8_DROP, INT8_TABLE_NOTE
 from nagkit.errors import BadInputError, CheckFailedError
 
 log = logging.getLogger(__name__)
@@ -223,6 +223,7 @@ class _Build:
             from nagkit.app.int8 import check_calibration_data
 
             check_calibration_data(ws, self.folder)
+            log.warning("%s", INT8_TABLE_NOTE)
         self.dev = device
         if self.dev is None and self.opts.device_spec:
             from nagkit.devices.registry import get_device
@@ -381,7 +382,7 @@ class _Build:
                                                             else "inherited from the supernet checkpoint")]
         notes = notes + ([f"fine-tuned for {o.finetune} epoch(s)"] if o.finetune else [])
         notes = notes + ([self.budget_note] if self.budget_note else []) + ([] if dev else [UNVERIFIED_NOTE])
-        notes = notes + acc_notes
+        notes = notes + acc_notes + ([INT8_TABLE_NOTE] if self.precision == "int8" else [])
         if self.aims:
             a = self.aims[-1]
             notes.append(f"re-aimed: this device measured {a['ratio']:.2f}x the table's prediction, so this network "
