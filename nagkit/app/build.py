@@ -294,14 +294,14 @@ class _Build:
         self.announce(f"convert to {', '.join(self.fmts)}" + (f" int8 (calibrating on {cal_from})" if cal is not None
                                                               else " and check parity with PyTorch"))
         ex = export_model(sub, shape, self.fmts, where, seed=self.opts.seed, force=True,
-                          metadata=model_metadata(self.space, arch, shape, dtype="int8" if cal is not None else "float32"),
+                          metadata=model_metadata(self.space, arch, shape, dtype="int8" if cal is not None and "tflite" in self.fmts else "float32"),
                           precision=self.precision, calibration=cal)
         if cal is not None:
             from nagkit.app.int8 import int8_parity
 
             self.announce("int8 parity: top-1 agreement and accuracy against fp32 on the held-out images")
             with self.timed("int8_parity"):
-                self.int8 = int8_parity(ex.paths["tflite"], sub, self.space, arch.r, folder=self.folder,
+                self.int8 = int8_parity(ex.paths[self.fmts[0]], sub, self.space, arch.r, folder=self.folder,
                                         max_drop=self.opts.max_int8_drop, calibration=cal_from)
         for k, v in ex.durations_s.items():
             key = "convert" if k.startswith("convert") else "parity" if k.startswith("parity") else k

@@ -149,7 +149,7 @@ def export_subnet(space, arch, *, weights: str | None, formats: tuple[str, ...],
     try:
         res = export_model(module, shape, formats, work, seed=seed, force=force, precision=precision,
                            calibration=cal, metadata=model_metadata(space, arch, shape,
-                                                                    dtype="int8" if cal is not None else "float32"))
+                                                                    dtype="int8" if cal is not None and "tflite" in formats else "float32"))
         phases.update(res.durations_s)
         int8 = None
         if cal is not None:
@@ -157,7 +157,7 @@ def export_subnet(space, arch, *, weights: str | None, formats: tuple[str, ...],
 
             progress("int8 parity: top-1 agreement and accuracy against fp32 on the held-out images")
             t = time.perf_counter()
-            int8 = int8_parity(res.paths["tflite"], module, space, arch.r, folder=folder, max_drop=max_int8_drop,
+            int8 = int8_parity(res.paths[formats[0]], module, space, arch.r, folder=folder, max_drop=max_int8_drop,
                                calibration=cal_from)
             phases["int8_parity"] = time.perf_counter() - t
         result: dict[str, Any] = {

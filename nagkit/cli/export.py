@@ -21,8 +21,8 @@ from nagkit.cli.options import FINITE, emit, json_option, log, seed_option, spac
 @click.option("--arch", "arch_text", required=True, metavar="ARCH",
               help="Canonical string (r224-k3e4.k5e6-...), OFA's dict as JSON "
               "('{\"ks\": [20], \"e\": [20], \"d\": [5], \"r\": 224}'), or @FILE holding either.")
-@click.option("--format", "fmt", default="both", show_default=True, metavar="onnx|tflite|both|tflite-int8",
-              help="What to write. tflite-int8: full-integer static quantization (needs --data).")
+@click.option("--format", "fmt", default="both", show_default=True, metavar="onnx|tflite|both|tflite-int8|onnx-int8",
+              help="What to write. tflite-int8 / onnx-int8: static int8 quantization (needs --data).")
 @click.option("--data", default=None, metavar="DIR|fashion-mnist",
               help="With --format tflite-int8: the images to calibrate on (training split) and judge int8 against "
                    "fp32 on (val/test split): an ImageFolder, or fashion-mnist (Debian's package).")

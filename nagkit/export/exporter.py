@@ -27,7 +27,7 @@ import numpy as np
 from nagkit.io import sha256_file
 from nagkit.errors import BadInputError, UnknownNameError
 from nagkit.export.parity import DEFAULT_RTOL, ParityError, ParityResult, check_parity, seeded_inputs
-from nagkit.runtimes.convert import IO_NAMES, to_onnx, to_tflite, to_tflite_int8  # noqa: F401 - IO_NAMES re-exported
+from nagkit.runtimes.convert import IO_NAMES, to_onnx, to_onnx_int8, to_tflite, to_tflite_int8  # noqa: F401
 from nagkit.runtimes.models import load_model
 from nagkit.runtimes.versions import converter_versions, runtime_versions
 
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 FORMATS = ("onnx", "tflite")
 PRECISIONS = ("fp32", "int8")
-INT8_FORMATS = ("tflite",)  # formats with an int8 converter (onnx-int8: not yet)
+INT8_FORMATS = ("onnx", "tflite")  # one of them per int8 bundle (tflite-int8 has int8 I/O, onnx-int8 float I/O)
 SUFFIX = {"onnx": ".onnx", "tflite": ".tflite"}
 CONVERTER = {"onnx": "torch.onnx", "tflite": "litert-torch"}
 INPUT_LAYOUT = "NCHW"
@@ -144,10 +144,9 @@ def check_precision(precision: str, fmts: Sequence[str], calibration: np.ndarray
     if precision not in PRECISIONS:
         raise UnknownNameError("precision", precision, PRECISIONS)
     if precision == "int8":
-        bad = [f for f in fmts if f not in INT8_FORMATS]
-        if bad:
-            raise BadInputError(f"no int8 converter for {', '.join(bad)} yet; int8 formats: "
-                                f"{', '.join(f + '-int8' for f in INT8_FORMATS)}", hint="use --export tflite-int8")
+        if len(fmts) > 1:
+            raise BadInputError("an int8 bundle holds one model: tflite-int8 (int8 input and output) or onnx-int8 "
+                                "(float input and output)", hint="build one bundle per format")
         if calibration is None or len(calibration) == 0:
             raise BadInputError("int8 export needs representative images to set the activation ranges; none given")
 
@@ -176,7 +175,8 @@ def _export_one(module, example, f: str, tmp_path: Path, target: Path, *, versio
     log.info("converting to %s%s with %s (input %s %s)", f, "-int8" if calibration is not None else "", CONVERTER[f],
              tuple(example.shape), INPUT_LAYOUT)
     if calibration is not None:  # int8: parity is accuracy, judged by the caller on labelled images
-        to_tflite_int8(module, example, calibration, tmp_path, names=names, metadata=metadata)
+        (to_onnx_int8 if f == "onnx" else to_tflite_int8)(module, example, calibration, tmp_path, names=names,
+                                                          metadata=metadata)
         parity = False
     else:
         (to_onnx if f == "onnx" else to_tflite)(module, example, tmp_path, names=names, metadata=metadata)

@@ -121,7 +121,8 @@ def make_manifest(
         input_shape = list(export.input_shape) if export is not None else [1, space.in_channels, arch.r, arch.r]
     names = tuple(export.names) if export is not None else ("image", "logits")
     device = ({"spec": device} if isinstance(device, str) else dict(device)) if device is not None else None
-    dtype = "int8" if export is not None and export.precision == "int8" else "float32"
+    dtype = next((em.quantization["input"]["dtype"] for em in (export.models.values() if export is not None else ())
+                  if em.quantization and em.quantization["input"]), "float32")  # tflite-int8: int8; onnx-int8: float
     meta = model_metadata(space, arch, input_shape, labels=labels, names=names, dtype=dtype)
     others = [dict(a) for a in accuracy_others]
     m: dict[str, Any] = {
@@ -164,11 +165,21 @@ def make_manifest(
 
 
 INT8_SCHEME = {
-    "weights": "int8, symmetric, per output channel (conv, depthwise conv, fully connected)",
-    "activations": "int8, affine, per tensor; ranges from histogram observers on the calibration images",
-    "bias": "int32 (the converter's, from the weight and input scales)",
-    "float": "ops the PT2E quantizer does not annotate run in float between DEQUANTIZE/QUANTIZE (decisions 23)",
-    "tool": "litert-torch PT2E quantizer (static post-training quantization)",
+    "tflite": {
+        "weights": "int8, symmetric, per output channel (conv, depthwise conv, fully connected)",
+        "activations": "int8, affine, per tensor; ranges from histogram observers on the calibration images",
+        "bias": "int32 (the converter's, from the weight and input scales)",
+        "float": "ops the PT2E quantizer does not annotate run in float between DEQUANTIZE/QUANTIZE (decisions 23)",
+        "tool": "litert-torch PT2E quantizer (static post-training quantization)",
+    },
+    "onnx": {
+        "weights": "int8, symmetric, per output channel",
+        "activations": "int8, affine, per tensor; MinMax ranges on the calibration images",
+        "bias": "int32",
+        "float": "the input and output tensors (QuantizeLinear/DequantizeLinear in the graph, QDQ format) and "
+                 "ops onnxruntime does not quantize",
+        "tool": "onnxruntime.quantization.quantize_static (QDQ, static post-training quantization)",
+    },
 }
 
 
@@ -177,7 +188,7 @@ def _quantization(export, int8: Mapping[str, Any] | None) -> dict[str, Any]:
     scale and zero point (a full-integer model takes int8: q = round(x / scale) + zero_point on
     the preprocessed image), and parity as accuracy (``int8``: :mod:`nagkit.app.int8`'s record)."""
     (em,) = [m for m in export.models.values()][:1]
-    return {"precision": export.precision, "scheme": dict(INT8_SCHEME),
+    return {"precision": export.precision, "scheme": dict(INT8_SCHEME[em.format]),
             "calibration_images": export.calibration_images,
             "input": em.quantization["input"] if em.quantization else None,
             "output": em.quantization["output"] if em.quantization else None,

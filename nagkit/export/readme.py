@@ -158,19 +158,30 @@ def _run_sections(files: Mapping[str, Any], iname: str, oname: str) -> list[str]
 
 
 def _int8_section(q: Mapping[str, Any] | None) -> list[str]:
-    """A full-integer model's input and output quantization, and its accuracy against fp32."""
+    """An int8 model's input and output (quantized or float) and its accuracy against fp32."""
     if not q:
         return []
     i, o, p = q["input"], q["output"], q.get("parity")
-    lines = ["## int8", "", f"A full-integer model. Weights: {q['scheme']['weights']}. Activations: "
-             f"{q['scheme']['activations']}. Its input and output are {i['dtype']}: quantize what "
-             "`preprocess` returns, and dequantize the logits (argmax needs no dequantizing):", "", "```python",
-             f"x = np.clip(np.round(preprocess(\"photo.png\") / {i['scale']!r}) + ({i['zero_point']}), -128, 127)"
-             f".astype(np.{i['dtype']})",
-             f"# logits = (y.astype(np.float32) - ({o['zero_point']})) * {o['scale']!r}", "```", ""]
+    lines = ["## int8", ""]
+    if i is None or o is None:  # onnx-int8: QDQ, float input and output
+        lines += [f"A statically quantized model. Weights: {q['scheme']['weights']}. Activations: "
+                  f"{q['scheme']['activations']}. Its input and output stay float32 (quantized inside the graph): "
+                  "feed it what `preprocess` returns.", ""]
+    else:
+        lines += _int8_io(q, i, o)
     if p:
         lines += [f"Against the fp32 model on {p['images']:,} {p['dataset']} images ({p['split']}): top-1 agreement "
                   f"{100 * p['top1_agreement']:.2f}%, accuracy {100 * p['int8_accuracy']:.2f}% vs "
                   f"{100 * p['fp32_accuracy']:.2f}% fp32 (drop {p['drop_points']:.2f} points, allowed "
                   f"{p['max_drop_points']:g}).", ""]
     return lines
+
+
+def _int8_io(q: Mapping[str, Any], i: Mapping[str, Any], o: Mapping[str, Any]) -> list[str]:
+    """A full-integer model's int8 input and output, as code."""
+    return [f"A full-integer model. Weights: {q['scheme']['weights']}. Activations: "
+            f"{q['scheme']['activations']}. Its input and output are {i['dtype']}: quantize what "
+            "`preprocess` returns, and dequantize the logits (argmax needs no dequantizing):", "", "```python",
+            f"x = np.clip(np.round(preprocess(\"photo.png\") / {i['scale']!r}) + ({i['zero_point']}), -128, 127)"
+            f".astype(np.{i['dtype']})",
+            f"# logits = (y.astype(np.float32) - ({o['zero_point']})) * {o['scale']!r}", "```", ""]

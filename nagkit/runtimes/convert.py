@@ -259,6 +259,54 @@ def to_tflite_int8(module, example, calibration, path: str | os.PathLike, *, nam
     return path
 
 
+def to_onnx_int8(module, example, calibration, path: str | os.PathLike, *, names: tuple[str, str] = ("input", "output"),
+                 metadata: Mapping[str, Any] | None = None) -> Path:
+    """Static post-training quantization with ``onnxruntime.quantization.quantize_static``: the
+    fp32 export (:func:`to_onnx`) in QDQ form, weights int8 symmetric per output channel,
+    activations int8 per tensor (MinMax ranges over ``calibration``, fed one image at a time).
+    Input and output stay float32 (QuantizeLinear/DequantizeLinear inside the graph)."""
+    import numpy as np
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    path = Path(path)
+    fp32, tmp = _tmp_beside(path, ".fp32.onnx"), _tmp_beside(path, ".onnx")
+    buf = io.StringIO()
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.images = iter(np.asarray(calibration, dtype=np.float32))
+
+        def get_next(self):
+            x = next(self.images, None)
+            return None if x is None else {names[0]: x[None]}
+
+    try:
+        to_onnx(module, example, fp32, names=names)
+        with _captured("onnxruntime.quantization") as buf:
+            quantize_static(fp32, tmp, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                            activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+        model = onnx.load(tmp)
+        if metadata is not None:
+            set_onnx_metadata(model, metadata)
+            onnx.save(model, tmp)
+        onnx.checker.check_model(model)
+        os.replace(tmp, path)
+    except NagkitError:
+        raise
+    except Exception as e:
+        raise ConversionError(
+            f"int8 ONNX quantization of {type(module).__name__} (input {tuple(example.shape)}) failed: "
+            f"{_brief(e)}{_tail(buf.getvalue())}",
+            hint="export fp32 (--export onnx), or rerun with NAGKIT_DEBUG=1 for the traceback",
+        ) from e
+    finally:
+        for f in (fp32, tmp):
+            if os.path.exists(f):
+                os.unlink(f)
+    return path
+
+
 def _named(module, output: str):
     """``module`` taking one keyword input and returning ``{output: module(x)}`` (litert-torch
     names a signature's tensors after the keywords and the output dict's keys)."""

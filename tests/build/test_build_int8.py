@@ -26,7 +26,7 @@ from tests.cli.helpers import run_cli_inproc
     (["--workspace", "ofa-note10", "--export", "tflite-int8"], ["ofa-note10", "--data DIR", "calibrate"]),
     (["--export", "tflite-int4"], ["'tflite-int4'", "tflite-int8", "onnx"]),
     (["--export", "tflite-fp8,onnx"], ["'tflite-fp8'", "tflite-int8"]),
-    (["--export", "onnx-int8"], ["onnx", "tflite-int8"]),
+    (["--export", "onnx-int8,tflite-int8"], ["one model", "one bundle per format"]),
     (["--export", "tflite-int8,onnx"], ["mixes precisions"]),
     (["--export", "tflite-int8", "--random-init"], ["trained weights"]),
     (["--export", "tflite-int8", "--max-int8-drop", "-1"], ["--max-int8-drop", "-1"]),
@@ -81,12 +81,12 @@ def test_int8_bundle_holds_a_full_integer_model(int8_bundle):
     convs = [op for op in it._get_ops_details() if op["op_name"] in ("CONV_2D", "DEPTHWISE_CONV_2D",
                                                                      "FULLY_CONNECTED")]
     assert convs
-    for op in convs:  # every conv / fc: int8 input and weights, weights per output channel (not FC)
+    for op in convs:  # every conv / fc: int8 input and weights, weights per output channel
         x, w = by_index[op["inputs"][0]], by_index[op["inputs"][1]]
         assert x["dtype"] == np.int8 and w["dtype"] == np.int8, op
         scales = w["quantization_parameters"]["scales"]
-        if op["op_name"] != "FULLY_CONNECTED":
-            assert len(scales) == w["shape"][w["quantization_parameters"]["quantized_dimension"]] > 1, op
+        assert len(scales) == w["shape"][w["quantization_parameters"]["quantized_dimension"]] > 1, op
+    assert any("fp32 latency table" in n for n in m["notes"])
 
 
 def _manifest_preprocess(images, m):
@@ -182,14 +182,17 @@ def test_export_int8_bad_input_exit_2_and_write_nothing(tmp_path, capsys, extra,
 
 
 @pytest.mark.slow
-def test_export_int8_bundle_is_checked_and_says_its_figures(tmp_path, capsys):
+def test_export_onnx_int8_bundle_is_quantized_checked_and_says_its_figures(tmp_path, capsys):
+    """`nagkit export --format onnx-int8` (onnxruntime's quantize_static, QDQ): int8 weights in the
+    graph, float input, the parity figures in --json and the manifest, `nagkit check` passes."""
+    import onnx
     import torch
 
     n = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         r = run_cli_inproc(["export", "--weights", str(FMNIST_CKPT), "--space", "fmnist-mbv3-w0.5", "--arch",
-                            FMNIST_ARCH, "--format", "tflite-int8", "--data", "fashion-mnist", "--bundle",
+                            FMNIST_ARCH, "--format", "onnx-int8", "--data", "fashion-mnist", "--bundle",
                             "--out", str(tmp_path / "o"), "--json"], capsys)
     finally:
         torch.set_num_threads(n)
@@ -197,6 +200,14 @@ def test_export_int8_bundle_is_checked_and_says_its_figures(tmp_path, capsys):
     got = json.loads(r.out)
     m = json.loads((tmp_path / "o" / "manifest.json").read_text())
     assert got["precision"] == "int8" and m["quantization"]["parity"] == got["int8"]
-    assert got["int8"]["images"] == 10000 and got["int8"]["drop_points"] <= 1.0
-    assert m["files"]["model.tflite"]["precision"] == "int8" and m["input"]["dtype"] == "int8"
+    par = got["int8"]
+    assert par["images"] == 10000 and par["drop_points"] <= 1.0 and par["passed"] is True
+    assert par["drop_points"] == pytest.approx(100 * (par["fp32_accuracy"] - par["int8_accuracy"]))
+    assert m["files"]["model.onnx"]["precision"] == "int8" and m["input"]["dtype"] == "float32"
+    assert m["quantization"]["input"] is None and "onnxruntime" in m["quantization"]["scheme"]["tool"]
+    g = onnx.load(str(tmp_path / "o" / "model.onnx")).graph
+    ops = Counter(nd.op_type for nd in g.node)
+    assert ops["QuantizeLinear"] > 0 and ops["DequantizeLinear"] > 0, ops
+    int8_weights = [t for t in g.initializer if t.data_type == onnx.TensorProto.INT8 and len(t.dims) == 4]
+    assert len(int8_weights) >= ops["Conv"] > 0  # every convolution's weights stored int8
     assert run_cli_inproc(["check", str(tmp_path / "o.zip")], capsys).code == 0
