@@ -68,30 +68,33 @@ def calibration_inputs(space, r: int, *, split=None, folder=None, n: int = CALIB
                f"BN-recalibration subset, seed {split.calib_seed})")
 
 
-def _held_out(space, r: int, folder):
-    """(batches of (x, y), dataset, split) the parity is measured on."""
+def _held_out(space, r: int, folder, limit: int | None = None):
+    """(batches of (x, y), dataset, split) the parity is measured on (the first ``limit`` images)."""
     from nagkit.images.preprocessing import apply
 
     if folder is not None:
         from nagkit.images.folder import batches
 
-        return list(batches(folder.val, space, r, 64)), f"imagefolder {folder.root.name}", f"val ({folder.val_source})"
+        return (list(batches(folder.val, space, r, 64, limit=limit)), f"imagefolder {folder.root.name}",
+                f"val ({folder.val_source})")
     from nagkit.images.fmnist import load_split
 
     x, y = load_split("test")
+    x, y = x[:limit], y[:limit]
     out = [(apply(x[i:i + 500][:, None], space, r).numpy(), y[i:i + 500]) for i in range(0, len(x), 500)]
     return out, "fashion-mnist", "test (never used for training or search)"
 
 
 def int8_parity(int8_path, module, space, r: int, *, folder=None, max_drop: float = DEFAULT_MAX_INT8_DROP,
-                calibration: str = "") -> dict[str, Any]:
+                calibration: str = "", limit: int | None = None) -> dict[str, Any]:
     """Top-1 agreement, accuracies and drop of the int8 file (LiteRT, 1 thread) against the fp32
-    PyTorch subnet on the held-out images; raises :class:`Int8DropError` over ``max_drop`` points."""
+    PyTorch subnet on the held-out images (all of them; ``limit``: the first so many); raises
+    :class:`Int8DropError` over ``max_drop`` points."""
     import torch
 
     from nagkit.runtimes.models import load_model
 
-    data, dataset, split = _held_out(space, r, folder)
+    data, dataset, split = _held_out(space, r, folder, limit)
     m = load_model(int8_path, threads=1)
     module = module.eval()
     agree = c32 = c8 = n = 0
