@@ -136,18 +136,22 @@ def parse_export(text: str | Iterable[str]) -> tuple[tuple[str, ...], str]:
     if len(precisions) > 1:
         raise BadInputError(f"--export {','.join(items)} mixes precisions ({', '.join(sorted(precisions))}); "
                             "a bundle holds one", hint="build one bundle per precision")
-    return normalize_formats(fmts), (precisions.pop() if precisions else "fp32")
+    formats, precision = normalize_formats(fmts), (precisions.pop() if precisions else "fp32")
+    if precision != "fp32":
+        check_precision(precision, formats, None, calibrated=False)  # one int8 model per bundle: refused up front
+    return formats, precision
 
 
-def check_precision(precision: str, fmts: Sequence[str], calibration: np.ndarray | None) -> None:
-    """``precision`` is known, every format has a converter for it, int8 has representative data."""
+def check_precision(precision: str, fmts: Sequence[str], calibration: np.ndarray | None, *,
+                    calibrated: bool = True) -> None:
+    """``precision`` is known, an int8 bundle has one model and (``calibrated``) representative data."""
     if precision not in PRECISIONS:
         raise UnknownNameError("precision", precision, PRECISIONS)
     if precision == "int8":
         if len(fmts) > 1:
             raise BadInputError("an int8 bundle holds one model: tflite-int8 (int8 input and output) or onnx-int8 "
                                 "(float input and output)", hint="build one bundle per format")
-        if calibration is None or len(calibration) == 0:
+        if calibrated and (calibration is None or len(calibration) == 0):
             raise BadInputError("int8 export needs representative images to set the activation ranges; none given")
 
 
