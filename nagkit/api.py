@@ -47,7 +47,7 @@ def profile(device: Any, *, space: str | None = None, resolutions: Sequence[int]
 def build(budget_ms: float, *, workspace: Any = None, device: Any = None, export: str = "tflite",
           out: str | Path | None = None, force: bool = False, weights: str | None = None, random_init: bool = False,
           finetune: int = 0, max_tries: int = 3, samples: int | None = None, seed: int = 0,
-          accuracy: str = "auto"):
+          accuracy: str = "auto", max_int8_drop: float = 1.0):
     """The most accurate model for ``budget_ms`` as a verified bundle, as ``nagkit build`` does
     (``device``: a spec string or an open device; without one the bundle is unverified).
     Returns the :class:`~nagkit.app.build.BuildResult` (``.bundle``, ``.measured``, ``.note``...)."""
@@ -56,7 +56,8 @@ def build(budget_ms: float, *, workspace: Any = None, device: Any = None, export
 
     opts = BuildOptions(device_spec=device if isinstance(device, str) else None, formats=export, out=out,
                         force=force, weights=weights, random_init=random_init, finetune=finetune,
-                        max_tries=max_tries, samples=samples, seed=seed, accuracy=accuracy)
+                        max_tries=max_tries, samples=samples, seed=seed, accuracy=accuracy,
+                        max_int8_drop=max_int8_drop)
     return run(budget_ms, workspace=workspace, options=opts, device=None if isinstance(device, str) else device)
 
 

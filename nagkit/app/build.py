@@ -28,10 +28,11 @@ from typing import Any
 from nagkit.app.build_inputs import finetune_data as _finetune_data
 from nagkit.app.build_inputs import has_fmnist_data as _has_fmnist_data
 from nagkit.app.build_inputs import load_weights as _load_weights
+from nagkit.app.build_inputs import predict as _predict  # noqa: F401 - benchmarks/finetune imports it from here
 from nagkit.app.build_inputs import source_accuracy as _source_accuracy
 from nagkit.app.build_inputs import split as _split
+from nagkit.app.int8 import DEFAULT_MAX_INT8_DROP, INT8_TABLE_NOTE
 from nagkit.errors import BadInputError, CheckFailedError
-from nagkit.latency.predictor import LatencyPredictor
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +78,12 @@ class BuildOptions:
     samples: int | None = None
     seed: int = 0
     accuracy: str = "auto"
+    max_int8_drop: float = DEFAULT_MAX_INT8_DROP  # points: an int8 export losing more fails (exit 1)
 
     def check(self) -> None:
+        parse_export(self.formats)  # an unknown format or precision fails before any work
+        if not 0 <= self.max_int8_drop <= 100:
+            raise BadInputError(f"--max-int8-drop must be between 0 and 100 points, got {self.max_int8_drop}")
         if self.max_tries < 1:
             raise BadInputError(f"--max-tries must be at least 1, got {self.max_tries}")
         if self.accuracy not in ACCURACY_MODES:
@@ -87,6 +92,9 @@ class BuildOptions:
             raise BadInputError("--mixed-sizes is only read with --data", hint="add --finetune EPOCHS --data DIR")
         if self.data is not None and not self.finetune:
             raise BadInputError("--data is only read when fine-tuning", hint="add --finetune EPOCHS")
+        if self.random_init and parse_export(self.formats)[1] == "int8":  # also: an unknown --export fails here
+            raise BadInputError("--export tflite-int8 needs trained weights: an int8 model is judged by its accuracy",
+                                hint="drop --random-init, or export fp32 (--export tflite)")
         if self.finetune and self.random_init:
             raise BadInputError("--finetune needs trained weights; --random-init makes a latency-only bundle",
                                 hint="drop --random-init and pass --weights CKPT")
@@ -140,6 +148,8 @@ class BuildResult:
     trained: dict[str, Any] | None = None  # the generator trained on demand for the device's table
     accuracies: list[dict[str, Any]] = field(default_factory=list)  # the manifest's records, the reported one first
     re_aims: list[dict[str, float]] = field(default_factory=list)  # {aim_ms, ratio}: see _Build.first_fitting
+    precision: str = "fp32"
+    int8: dict[str, Any] | None = None  # int8 parity: top-1 agreement, accuracies, drop (app/int8.py)
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -148,16 +158,14 @@ class BuildResult:
 
 
 def parse_formats(text: str | None) -> tuple[str, ...]:
-    from nagkit.export.exporter import normalize_formats
-
-    if not text:
-        return ("tflite",)
-    return normalize_formats([t.strip() for t in text.split(",") if t.strip()])
+    return parse_export(text)[0]
 
 
-def _predict(table: LatencyPredictor, space, arch) -> tuple[float, float]:
-    """(calibrated, raw) predicted latency: every predictor takes ``calibrated``."""
-    return float(table.predict(space, arch)), float(table.predict(space, arch, calibrated=False))
+def parse_export(text: str | None) -> tuple[tuple[str, ...], str]:
+    """``--export`` -> (formats, precision): ``tflite``, ``onnx``, ``tflite-int8``, comma-separated."""
+    from nagkit.export.exporter import parse_export as parse
+
+    return parse(text) if text else (("tflite",), "fp32")
 
 
 @dataclass
@@ -168,6 +176,8 @@ class _Build:
     opts: BuildOptions
     fmts: tuple[str, ...]
     out_dir: Path
+    precision: str = "fp32"
+    int8: dict[str, Any] | None = None  # the int8 parity record of the current candidate
     ws: Any = None
     dev: Any = None
     net: Any = None
@@ -213,6 +223,11 @@ class _Build:
         t = time.perf_counter()
         ws = load_workspace(workspace)
         self.folder = _finetune_data(ws, self.opts)  # a bad --data fails now, before any work
+        if self.precision == "int8":
+            from nagkit.app.int8 import check_calibration_data
+
+            check_calibration_data(ws, self.folder)
+            log.warning("%s", INT8_TABLE_NOTE)
         self.dev = device
         if self.dev is None and self.opts.device_spec:
             from nagkit.devices.registry import get_device
@@ -279,13 +294,33 @@ class _Build:
         from nagkit.export.manifest import model_metadata
 
         shape = (1, self.ws.space.in_channels, arch.r, arch.r)
-        self.announce(f"convert to {', '.join(self.fmts)} and check parity with PyTorch")
+        cal, cal_from = self.calibration(arch)
+        self.announce(f"convert to {', '.join(self.fmts)}" + (f" int8 (calibrating on {cal_from})" if cal is not None
+                                                              else " and check parity with PyTorch"))
         ex = export_model(sub, shape, self.fmts, where, seed=self.opts.seed, force=True,
-                          metadata=model_metadata(self.space, arch, shape))
+                          metadata=model_metadata(self.space, arch, shape, dtype="int8" if cal is not None and "tflite" in self.fmts else "float32"),
+                          precision=self.precision, calibration=cal)
+        if cal is not None:
+            from nagkit.app.int8 import int8_parity
+
+            self.announce("int8 parity: top-1 agreement and accuracy against fp32 on the held-out images")
+            with self.timed("int8_parity"):
+                self.int8 = int8_parity(ex.paths[self.fmts[0]], sub, self.space, arch.r, folder=self.folder,
+                                        max_drop=self.opts.max_int8_drop, calibration=cal_from)
         for k, v in ex.durations_s.items():
             key = "convert" if k.startswith("convert") else "parity" if k.startswith("parity") else k
             self.timings[key] = self.timings.get(key, 0.0) + v
         return ex, shape
+
+    def calibration(self, arch):
+        """(representative inputs, where from) for an int8 export, or (None, "")."""
+        if self.precision != "int8":
+            return None, ""
+        from nagkit.app.int8 import calibration_inputs
+
+        with self.timed("calibration_data"):
+            return calibration_inputs(self.space, arch.r, split=None if self.folder is not None else _split(self.ws),
+                                      folder=self.folder)
 
     def measure(self, i: int, arch, pred: float, ex, shape):
         """(accepted, stats): the exported model timed on the device, if there is one."""
@@ -351,7 +386,7 @@ class _Build:
                                                             else "inherited from the supernet checkpoint")]
         notes = notes + ([f"fine-tuned for {o.finetune} epoch(s)"] if o.finetune else [])
         notes = notes + ([self.budget_note] if self.budget_note else []) + ([] if dev else [UNVERIFIED_NOTE])
-        notes = notes + acc_notes
+        notes = notes + acc_notes + ([INT8_TABLE_NOTE] if self.precision == "int8" else [])
         if self.aims:
             a = self.aims[-1]
             notes.append(f"re-aimed: this device measured {a['ratio']:.2f}x the table's prediction, so this network "
@@ -363,7 +398,7 @@ class _Build:
             device=({"spec": dev.spec, "info": dev.info(), "runtime": dev.runtime_info()} if dev else None),
             predicted={"ms": pred, "raw_ms": pred_raw, "source": "latency table", "table": table_record(ws)},
             measured=stats, accuracy=records[0] if records else None, accuracy_others=records[1:],
-            seed=o.seed, notes=notes,
+            seed=o.seed, notes=notes, int8=self.int8,
             build={"budget_note": self.budget_note, "selection_queries": res.selection_queries,
                    "generated_for_ms": res.effective_budget_ms, "re_aims": self.aims, "verified_on_device": dev is not None,
                    "workspace": ws.ref, "latency_table": {"path": self.target.table, "device_own": self.target.device_table,
@@ -384,22 +419,18 @@ class _Build:
             parity={f: m.to_dict().get("parity_max_abs_diff") for f, m in ex.models.items()},
             note=self.budget_note, workspace=ws.describe(), table=self.target.table, table_note=self.target.note,
             verified=dev is not None, trained=self.target.trained, accuracies=records,
-            re_aims=list(self.aims),
+            re_aims=list(self.aims), precision=self.precision, int8=self.int8,
         )
 
     def first_fitting(self, cands: list, staging_root: Path) -> BuildResult:
-        """Try candidates until one meets the budget on the device (at most ``max_tries``); bundle it.
-
-        After a candidate measures over the budget, the next one is *re-aimed*: generated for
-        the budget scaled by the worst measured/predicted ratio seen so far (times
-        :data:`AIM_MARGIN`), so a table that is off for this device by a steady factor (another
-        CPU of the same kind, a warmer phone) still gives a bundle that meets the budget as
-        measured. It is said on stderr and recorded in the manifest, with the fix (profile D)."""
+        """Try candidates (at most ``max_tries``) until one meets the budget on the device; bundle
+        it. After one measures over the budget, the next is *re-aimed* (:meth:`reaim`): a table
+        off for this device by a steady factor still gives a bundle that meets the budget as
+        measured; said on stderr and in the manifest, with the fix (decisions 22)."""
         tried: set[str] = set()
         queue = list(cands)
         for i in range(self.opts.max_tries):
-            queue = [c for c in queue if str(c.arch) not in tried]
-            if not queue:
+            if not (queue := [c for c in queue if str(c.arch) not in tried]):
                 break
             cand = queue.pop(0)
             tried.add(str(cand.arch))
@@ -419,8 +450,8 @@ class _Build:
                  "or raise --max-tries")
 
     def reaim(self) -> list:
-        """The candidates generated for the budget scaled by the worst measured/predicted ratio
-        so far (empty if that aim is below the space's fastest network on the table)."""
+        """Candidates generated for budget / (worst measured/predicted ratio so far) x
+        :data:`AIM_MARGIN`; none if that aim is below the space's fastest network on the table."""
         ratio = max(a.measured_ms / a.predicted_ms for a in self.attempts
                     if a.measured_ms is not None and a.predicted_ms > 0)
         aim = self.budget_ms / ratio * AIM_MARGIN
@@ -450,8 +481,9 @@ def build(budget_ms: float, *, workspace=None, options: BuildOptions | None = No
     if not (isinstance(budget_ms, (int, float)) and math.isfinite(budget_ms) and budget_ms > 0):
         raise BadInputError(f"--budget must be a finite number of milliseconds > 0, got {budget_ms}")
     o.check()
-    run = _Build(budget_ms, o, parse_formats(o.formats), Path(o.out) if o.out else Path(f"nagkit-bundle-{budget_ms:g}ms"),
-                 say=say, progress=progress)
+    fmts, precision = parse_export(o.formats)
+    run = _Build(budget_ms, o, fmts, Path(o.out) if o.out else Path(f"nagkit-bundle-{budget_ms:g}ms"),
+                 precision=precision, say=say, progress=progress)
     check_bundle_target(run.out_dir, force=o.force)
     try:
         run.open(workspace, device)

@@ -1,6 +1,6 @@
-"""What a build reads before it generates: the supernet weights, the fine-tuning data, the
-images a ``supernet:`` accuracy source uses, and that source's value for an arch
-(:mod:`nagkit.app.build`; ``o`` is its ``BuildOptions``)."""
+"""What a build reads before its stages run: the supernet weights, the workspace's images (for
+BN recalibration, fine-tuning and int8 calibration), the accuracy source's value for an arch,
+and the table's prediction. Split out of :mod:`nagkit.app.build` (module size)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,14 @@ from pathlib import Path
 
 from nagkit.data.accuracy import AccuracySource
 from nagkit.errors import BadInputError
+from nagkit.latency.predictor import LatencyPredictor
 
-log = logging.getLogger("nagkit.app.build")
+log = logging.getLogger(__name__)
+
+
+def predict(table: LatencyPredictor, space, arch) -> tuple[float, float]:
+    """(calibrated, raw) predicted latency: every predictor takes ``calibrated``."""
+    return float(table.predict(space, arch)), float(table.predict(space, arch, calibrated=False))
 
 
 def load_weights(ws, space, weights: str | None, random_init: bool, seed: int):

@@ -21,10 +21,21 @@ from nagkit.errors import BadInputError
 
 log = logging.getLogger(__name__)
 
+FMNIST = "fashion-mnist"  # --data: Debian's Fashion-MNIST (training split to calibrate, test split for parity)
+
 
 def check_request(space, *, weights: str | None, random_init: bool, out: Path | None, arch,
-                  as_bundle: bool, force: bool) -> Path:
+                  as_bundle: bool, force: bool, precision: str = "fp32", data: str | None = None) -> Path:
     """Refuse conflicting or unusable options before any work; returns the output folder."""
+    if precision == "int8" and random_init:
+        raise BadInputError("--format tflite-int8 needs trained weights: an int8 model is judged by its accuracy",
+                            hint="pass --weights CKPT, or export fp32 (--format tflite)")
+    if precision == "int8" and not data:
+        raise BadInputError("--format tflite-int8 needs images to calibrate and judge the int8 model on",
+                            hint=f"pass --data {FMNIST} (Debian's Fashion-MNIST) or --data DIR (an ImageFolder: "
+                                 "DIR/train/<class>/*.png, DIR/val/...)")
+    if data is not None and precision != "int8":
+        raise BadInputError("--data is only read for an int8 export", hint="add --format tflite-int8")
     if weights is None and not random_init:
         raise BadInputError("no weights given: pass --weights CKPT (a supernet checkpoint) or --random-init "
                             "(a random model, only good for latency checks)",
@@ -102,9 +113,25 @@ def _files(export, final: dict[str, Path]) -> dict[str, Any]:
     return out
 
 
+def _int8_inputs(space, arch, data: str | None):
+    """(calibration inputs, where from, the ImageFolder or None) for ``--data``."""
+    from nagkit.app.int8 import calibration_inputs
+
+    if data == FMNIST:
+        from nagkit.images.fmnist import SplitSettings
+
+        return (*calibration_inputs(space, arch.r, split=SplitSettings()), None)
+    from nagkit.images.folder import open_image_folder
+
+    folder = open_image_folder(data, channels=space.in_channels)
+    return (*calibration_inputs(space, arch.r, folder=folder), folder)
+
+
 def export_subnet(space, arch, *, weights: str | None, formats: tuple[str, ...], out: Path, batch: int, seed: int,
-                  as_bundle: bool, force: bool, progress: Callable[[str], None] = log.info) -> dict[str, Any]:
-    """Load (or random-init), extract, export, check parity; optionally write and verify a bundle."""
+                  as_bundle: bool, force: bool, progress: Callable[[str], None] = log.info, precision: str = "fp32",
+                  data: str | None = None, max_int8_drop: float = 1.0) -> dict[str, Any]:
+    """Load (or random-init), extract, export, check parity (int8: accuracy against fp32 on
+    ``data``'s held-out images, :mod:`nagkit.app.int8`); optionally write and verify a bundle."""
     from nagkit.export.exporter import export_model
     from nagkit.export.manifest import model_metadata
 
@@ -112,6 +139,7 @@ def export_subnet(space, arch, *, weights: str | None, formats: tuple[str, ...],
     phases: dict[str, float] = {}
     module, weights_sha = load_subnet(space, arch, weights=weights, seed=seed, phases=phases, progress=progress)
     shape = (batch, space.in_channels, arch.r, arch.r)
+    cal, cal_from, folder = _int8_inputs(space, arch, data) if precision == "int8" else (None, "", None)
     progress(f"exporting {arch} to {', '.join(formats)} (input {'x'.join(map(str, shape))} NCHW float32)")
     if as_bundle:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -119,24 +147,34 @@ def export_subnet(space, arch, *, weights: str | None, formats: tuple[str, ...],
     else:
         work = out
     try:
-        res = export_model(module, shape, formats, work, seed=seed, force=force,
-                           metadata=model_metadata(space, arch, shape))
+        res = export_model(module, shape, formats, work, seed=seed, force=force, precision=precision,
+                           calibration=cal, metadata=model_metadata(space, arch, shape,
+                                                                    dtype="int8" if cal is not None and "tflite" in formats else "float32"))
         phases.update(res.durations_s)
+        int8 = None
+        if cal is not None:
+            from nagkit.app.int8 import int8_parity
+
+            progress("int8 parity: top-1 agreement and accuracy against fp32 on the held-out images")
+            t = time.perf_counter()
+            int8 = int8_parity(res.paths[formats[0]], module, space, arch.r, folder=folder, max_drop=max_int8_drop,
+                               calibration=cal_from)
+            phases["int8_parity"] = time.perf_counter() - t
         result: dict[str, Any] = {
             "space": space.name, "arch": str(arch), "ofa": space.to_ofa_dict(arch),
             "weights": str(weights) if weights else "random-init", "weights_sha256": weights_sha,
             "params": space.params(arch), "params_module": int(sum(p.numel() for p in module.parameters())),
             "macs": space.macs(arch), "input": {"shape": list(shape), "layout": "NCHW", "dtype": "float32"},
-            "files": {}, "versions": res.versions,
+            "files": {}, "versions": res.versions, "precision": precision, "int8": int8,
         }
         final = res.paths
         if as_bundle:
             from nagkit.export.manifest import make_manifest
 
             manifest = make_manifest(space, arch, export=res, weights_sha256=weights_sha,
-                                     weights_source=str(weights) if weights else None)
-            b, result["bundle_check"] = write_verified_bundle(out, res, manifest, module, seed=seed + 1, force=force,
-                                                              phases=phases)
+                                     weights_source=str(weights) if weights else None, int8=int8)
+            b, result["bundle_check"] = write_verified_bundle(out, res, manifest, module if int8 is None else None,
+                                                              seed=seed + 1, force=force, phases=phases)
             result["bundle"] = {"folder": str(b.root), "zip": str(b.zip_path), "manifest": str(b.root / "manifest.json")}
             final = {f: b.root / Path(p).name for f, p in res.paths.items()}
         result["files"] = _files(res, final)

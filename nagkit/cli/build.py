@@ -51,7 +51,11 @@ def check(target: str, device_spec: str | None, budget: float | None, runs: int 
               help="Build for this device: its own latency table when one exists, the exported model measured "
                    "there (the next candidate if over budget). cpu, cpu:runtime=onnxruntime, adb:SERIAL, "
                    "adb:HOST:PORT, or a profile.")
-@click.option("--export", "formats", default="tflite", show_default=True, help="tflite, onnx or tflite,onnx.")
+@click.option("--export", "formats", default="tflite", show_default=True,
+              help="tflite, onnx or tflite,onnx (fp32); tflite-int8: full-integer static quantization, calibrated on "
+                   "the workspace's images (or --data), judged by accuracy against fp32.")
+@click.option("--max-int8-drop", type=FINITE, default=1.0, show_default=True, metavar="POINTS",
+              help="With --export tflite-int8: fail (exit 1) when int8 loses more top-1 accuracy than this.")
 @click.option("--out", default=None, help="Bundle folder (a .zip is written beside it). Default: nagkit-bundle-<B>ms.")
 @click.option("--force", is_flag=True, help="Replace an existing bundle folder.")
 @click.option("--weights", default=None, help="Supernet checkpoint (an OFA .pth is imported on the fly).")
@@ -74,7 +78,8 @@ def check(target: str, device_spec: str | None, budget: float | None, runs: int 
 @verbosity_option
 def build(budget: float, workspace: str | None, device_spec: str | None, formats: str, out: str | None, force: bool,
           weights: str | None, random_init: bool, finetune: int, data: str | None, mixed_sizes: bool, device_train: str,
-          max_tries: int, samples: int | None, seed: int, accuracy_mode: str, as_json: bool) -> None:
+          max_tries: int, samples: int | None, seed: int, accuracy_mode: str, max_int8_drop: float,
+          as_json: bool) -> None:
     """Generate the best arch for --budget, export it with supernet weights, verify, bundle.
 
     With --device D the device is contacted first, and predictions and the budget's range come
@@ -87,10 +92,18 @@ def build(budget: float, workspace: str | None, device_spec: str | None, formats
 
     if random_init and weights:
         raise click.BadParameter("--random-init conflicts with --weights", param_hint="--random-init")
-    res = run_build(budget, workspace=workspace, options=BuildOptions(
-        device_spec=device_spec, formats=formats, out=out, force=force, weights=weights, random_init=random_init,
-        finetune=finetune, data=data, mixed_sizes=mixed_sizes, device_train=device_train, max_tries=max_tries, samples=samples, seed=seed,
-        accuracy=accuracy_mode), say=log, progress=phase_progress())
+    from nagkit.app.int8 import Int8DropError
+
+    try:
+        res = run_build(budget, workspace=workspace, options=BuildOptions(
+            device_spec=device_spec, formats=formats, out=out, force=force, weights=weights, random_init=random_init,
+            finetune=finetune, data=data, mixed_sizes=mixed_sizes, device_train=device_train, max_tries=max_tries,
+            samples=samples, seed=seed, accuracy=accuracy_mode, max_int8_drop=max_int8_drop), say=log,
+            progress=phase_progress())
+    except Int8DropError as e:  # the figures on stdout too, for machines; the error (exit 1) on stderr
+        if as_json:
+            emit({"bundle": None, "error": e.message, "int8": e.record}, True)
+        raise
 
     def human(r: dict) -> str:
         m = r["measured"]
@@ -112,6 +125,7 @@ def build(budget: float, workspace: str | None, device_spec: str | None, formats
                              else "(not measured: pass --accuracy always to ask the accuracy source)"),
             f"weights   {r['weights']}",
             f"parity    " + ", ".join(f"{f} max|diff| {v:.2e}" for f, v in r["parity"].items() if v is not None),
+            *([_int8_line(r["int8"])] if r.get("int8") else []),
             f"attempts  {len(r['attempts'])}" + "".join(
                 f"\n  - {a['arch']}: " + ("accepted" if a["accepted"] else a["note"]) for a in r["attempts"]),
             "time      " + ", ".join(f"{k} {v:.2f}s" for k, v in r["timings_s"].items()),
@@ -119,3 +133,9 @@ def build(budget: float, workspace: str | None, device_spec: str | None, formats
         return "\n".join(lines)
 
     emit(res.to_dict(), as_json, human)
+
+
+def _int8_line(q: dict) -> str:
+    return (f"int8      top-1 agreement with fp32 {100 * q['top1_agreement']:.2f}%, accuracy {100 * q['int8_accuracy']:.2f}% "
+            f"vs fp32 {100 * q['fp32_accuracy']:.2f}% (drop {q['drop_points']:.2f} points <= {q['max_drop_points']:g}; "
+            f"{q['images']} {q['dataset']} images)")

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from nagkit.cli.options import emit, json_option, log, seed_option, space_option, verbosity_option
+from nagkit.cli.options import FINITE, emit, json_option, log, seed_option, space_option, verbosity_option
 
 
 @click.command("export")
@@ -21,8 +21,13 @@ from nagkit.cli.options import emit, json_option, log, seed_option, space_option
 @click.option("--arch", "arch_text", required=True, metavar="ARCH",
               help="Canonical string (r224-k3e4.k5e6-...), OFA's dict as JSON "
               "('{\"ks\": [20], \"e\": [20], \"d\": [5], \"r\": 224}'), or @FILE holding either.")
-@click.option("--format", "fmt", type=click.Choice(["onnx", "tflite", "both"]), default="both",
-              show_default=True, help="What to write.")
+@click.option("--format", "fmt", default="both", show_default=True, metavar="onnx|tflite|both|tflite-int8|onnx-int8",
+              help="What to write. tflite-int8 / onnx-int8: static int8 quantization (needs --data).")
+@click.option("--data", default=None, metavar="DIR|fashion-mnist",
+              help="With --format tflite-int8: the images to calibrate on (training split) and judge int8 against "
+                   "fp32 on (val/test split): an ImageFolder, or fashion-mnist (Debian's package).")
+@click.option("--max-int8-drop", type=FINITE, default=1.0, show_default=True, metavar="POINTS",
+              help="With --format tflite-int8: fail (exit 1) when int8 loses more top-1 accuracy than this.")
 @click.option("--out", "out", default=None, type=click.Path(file_okay=True, dir_okay=True, path_type=Path),
               metavar="DIR",
               help="Output FOLDER (created if missing); the files are DIR/model.onnx and DIR/model.tflite. "
@@ -36,8 +41,9 @@ from nagkit.cli.options import emit, json_option, log, seed_option, space_option
 @seed_option
 @json_option
 @verbosity_option
-def export(weights: str | None, random_init: bool, space_name: str, arch_text: str, fmt: str, out: Path | None,
-           batch: int, as_bundle: bool, force: bool, seed: int, as_json: bool) -> None:
+def export(weights: str | None, random_init: bool, space_name: str, arch_text: str, fmt: str, data: str | None,
+           max_int8_drop: float, out: Path | None, batch: int, as_bundle: bool, force: bool, seed: int,
+           as_json: bool) -> None:
     """Export the subnet ARCH of a supernet checkpoint to ONNX and/or TFLite.
 
     Each exported file is run (ONNX Runtime, LiteRT) on a seeded input and compared with
@@ -57,16 +63,19 @@ def export(weights: str | None, random_init: bool, space_name: str, arch_text: s
     """
     from nagkit.app.export import check_request, export_subnet
     from nagkit.cli.space import read_arch_arg
-    from nagkit.export.exporter import normalize_formats
+    from nagkit.export.exporter import parse_export
     from nagkit.space import get_space
 
     sp = get_space(space_name)
     arch = sp.parse_arch(read_arch_arg(arch_text))
-    formats = normalize_formats(fmt)
+    formats, precision = parse_export(fmt)
+    if not 0 <= max_int8_drop <= 100:
+        raise click.BadParameter(f"must be between 0 and 100 points, got {max_int8_drop}", param_hint="--max-int8-drop")
     out = check_request(sp, weights=weights, random_init=random_init, out=out, arch=arch, as_bundle=as_bundle,
-                        force=force)
+                        force=force, precision=precision, data=data)
     result = export_subnet(sp, arch, weights=weights, formats=formats, out=out, batch=batch, seed=seed,
-                           as_bundle=as_bundle, force=force, progress=log)
+                           as_bundle=as_bundle, force=force, progress=log, precision=precision, data=data,
+                           max_int8_drop=max_int8_drop)
     emit(result, as_json, _human)
 
 
@@ -80,14 +89,19 @@ def _human(r: dict[str, Any]) -> str:
         f"  input    {'x'.join(map(str, r['input']['shape']))} {r['input']['layout']} {r['input']['dtype']}",
     ]
     for f, m in r["files"].items():
-        lines.append(
-            f"  {f:<7}  {m['path']}  {m['size_bytes'] / 1e6:.2f} MB   parity max|diff| {m['parity_max_abs_diff']:.2e}"
-            f" <= {m['parity_tolerance']:.1e} ({m['runtime']}, seed {m['parity_seed']})"
-        )
+        parity = (f"parity max|diff| {m['parity_max_abs_diff']:.2e} <= {m['parity_tolerance']:.1e} ({m['runtime']}, "
+                  f"seed {m['parity_seed']})" if m["parity_max_abs_diff"] is not None else f"int8 ({m['runtime']})")
+        lines.append(f"  {f:<7}  {m['path']}  {m['size_bytes'] / 1e6:.2f} MB   {parity}")
+    if r.get("int8"):
+        q = r["int8"]
+        lines.append(f"  int8     top-1 agreement with fp32 {100 * q['top1_agreement']:.2f}%, accuracy "
+                     f"{100 * q['int8_accuracy']:.2f}% vs fp32 {100 * q['fp32_accuracy']:.2f}% (drop "
+                     f"{q['drop_points']:.2f} points; {q['images']} {q['dataset']} images)")
     if "bundle" in r:
         lines.append(f"  bundle   {r['bundle']['folder']}  +  {r['bundle']['zip']}")
         chk = r.get("bundle_check") or {}
-        parts = [f"{f} parity {m['parity']['max_abs_diff']:.1e}" for f, m in chk.get("models", {}).items()]
+        parts = [f"{f} parity {m['parity']['max_abs_diff']:.1e}" if "parity" in m else f"{f} runs"
+                 for f, m in chk.get("models", {}).items()]
         if "cross_runtime" in chk:
             parts.append(f"LiteRT vs ONNX Runtime {chk['cross_runtime']['max_abs_diff']:.1e}")
         lines.append(f"  checked  the zip re-opened (seed {chk.get('seed')}): " + ", ".join(parts))

@@ -27,13 +27,15 @@ import numpy as np
 from nagkit.io import sha256_file
 from nagkit.errors import BadInputError, UnknownNameError
 from nagkit.export.parity import DEFAULT_RTOL, ParityError, ParityResult, check_parity, seeded_inputs
-from nagkit.runtimes.convert import IO_NAMES, to_onnx, to_tflite  # noqa: F401 - IO_NAMES re-exported
+from nagkit.runtimes.convert import IO_NAMES, to_onnx, to_onnx_int8, to_tflite, to_tflite_int8  # noqa: F401
 from nagkit.runtimes.models import load_model
 from nagkit.runtimes.versions import converter_versions, runtime_versions
 
 log = logging.getLogger(__name__)
 
 FORMATS = ("onnx", "tflite")
+PRECISIONS = ("fp32", "int8")
+INT8_FORMATS = ("onnx", "tflite")  # one of them per int8 bundle (tflite-int8 has int8 I/O, onnx-int8 float I/O)
 SUFFIX = {"onnx": ".onnx", "tflite": ".tflite"}
 CONVERTER = {"onnx": "torch.onnx", "tflite": "litert-torch"}
 INPUT_LAYOUT = "NCHW"
@@ -51,6 +53,8 @@ class ExportedModel:
     runtime_version: str | None
     output_shape: list[int]
     parity: list[ParityResult] = field(default_factory=list)
+    precision: str = "fp32"
+    quantization: dict[str, Any] | None = None  # int8: the input/output tensors' dtype, scale, zero point
 
     @property
     def worst_parity(self) -> ParityResult | None:
@@ -77,6 +81,8 @@ class ExportResult:
     versions: dict[str, str | None] = field(default_factory=dict)
     durations_s: dict[str, float] = field(default_factory=dict)
     seed: int = 0
+    precision: str = "fp32"
+    calibration_images: int = 0  # int8: how many representative inputs set the activation ranges
 
     @property
     def paths(self) -> dict[str, Path]:
@@ -91,6 +97,8 @@ class ExportResult:
             "versions": self.versions,
             "durations_s": self.durations_s,
             "seed": self.seed,
+            "precision": self.precision,
+            "calibration_images": self.calibration_images,
         }
 
 
@@ -113,6 +121,40 @@ def normalize_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
+def parse_export(text: str | Iterable[str]) -> tuple[tuple[str, ...], str]:
+    """``--export``: ``tflite``, ``onnx``, ``both``, ``tflite-int8``, ``onnx-int8``,
+    comma-separated -> (formats, precision). One bundle holds one precision."""
+    items = [t.strip().lower() for t in (text.split(",") if isinstance(text, str) else text) if str(t).strip()]
+    valid = (*FORMATS, "both", *(f"{f}-{p}" for p in PRECISIONS[1:] for f in FORMATS))
+    fmts, precisions = [], set()
+    for item in items:
+        fmt, _, prec = item.partition("-")
+        if item not in valid:
+            raise UnknownNameError("export format", item, valid)
+        fmts.append(fmt)
+        precisions.add(prec or "fp32")
+    if len(precisions) > 1:
+        raise BadInputError(f"--export {','.join(items)} mixes precisions ({', '.join(sorted(precisions))}); "
+                            "a bundle holds one", hint="build one bundle per precision")
+    formats, precision = normalize_formats(fmts), (precisions.pop() if precisions else "fp32")
+    if precision != "fp32":
+        check_precision(precision, formats, None, calibrated=False)  # one int8 model per bundle: refused up front
+    return formats, precision
+
+
+def check_precision(precision: str, fmts: Sequence[str], calibration: np.ndarray | None, *,
+                    calibrated: bool = True) -> None:
+    """``precision`` is known, an int8 bundle has one model and (``calibrated``) representative data."""
+    if precision not in PRECISIONS:
+        raise UnknownNameError("precision", precision, PRECISIONS)
+    if precision == "int8":
+        if len(fmts) > 1:
+            raise BadInputError("an int8 bundle holds one model: tflite-int8 (int8 input and output) or onnx-int8 "
+                                "(float input and output)", hint="build one bundle per format")
+        if calibrated and (calibration is None or len(calibration) == 0):
+            raise BadInputError("int8 export needs representative images to set the activation ranges; none given")
+
+
 file_sha256 = sha256_file
 
 
@@ -128,13 +170,20 @@ def all_versions() -> dict[str, str | None]:
 
 def _export_one(module, example, f: str, tmp_path: Path, target: Path, *, versions: dict[str, str | None],
                 durations: dict[str, float], parity: bool, parity_inputs: np.ndarray | None, seed: int, rtol: float,
-                threads: int | None, names: tuple[str, str], metadata: dict[str, Any] | None) -> ExportedModel:
+                threads: int | None, names: tuple[str, str], metadata: dict[str, Any] | None,
+                calibration: np.ndarray | None = None) -> ExportedModel:
     """Convert ``module`` to format ``f`` at ``tmp_path`` (tensors ``names``, ``metadata`` inside)
     and check its parity (seeded inputs, plus ``parity_inputs``); the result names ``target``,
     where the file will be moved."""
     t0 = time.perf_counter()
-    log.info("converting to %s with %s (input %s %s)", f, CONVERTER[f], tuple(example.shape), INPUT_LAYOUT)
-    (to_onnx if f == "onnx" else to_tflite)(module, example, tmp_path, names=names, metadata=metadata)
+    log.info("converting to %s%s with %s (input %s %s)", f, "-int8" if calibration is not None else "", CONVERTER[f],
+             tuple(example.shape), INPUT_LAYOUT)
+    if calibration is not None:  # int8: parity is accuracy, judged by the caller on labelled images
+        (to_onnx_int8 if f == "onnx" else to_tflite_int8)(module, example, calibration, tmp_path, names=names,
+                                                          metadata=metadata)
+        parity = False
+    else:
+        (to_onnx if f == "onnx" else to_tflite)(module, example, tmp_path, names=names, metadata=metadata)
     durations[f"convert_{f}"] = round(time.perf_counter() - t0, 4)
     t0 = time.perf_counter()
     loaded = load_model(tmp_path, threads=threads)
@@ -156,6 +205,8 @@ def _export_one(module, example, f: str, tmp_path: Path, target: Path, *, versio
         converter=CONVERTER[f], converter_version=versions.get("torch" if f == "onnx" else "litert-torch"),
         runtime=loaded.runtime, runtime_version=versions.get(loaded.runtime),
         output_shape=[int(v) if v is not None else -1 for v in loaded.output_shape], parity=results,
+        precision="int8" if calibration is not None else "fp32",
+        quantization=dict(loaded.quantization) if calibration is not None else None,
     )
 
 
@@ -174,6 +225,8 @@ def export_model(
     force: bool = False,
     names: tuple[str, str] = IO_NAMES,
     metadata: Mapping[str, Any] | None = None,
+    precision: str = "fp32",
+    calibration: np.ndarray | None = None,
 ) -> ExportResult:
     """Convert ``module`` to each format, check parity, move the files into ``out_dir``.
 
@@ -190,6 +243,7 @@ def export_model(
     import torch
 
     fmts = normalize_formats(formats)
+    check_precision(precision, fmts, calibration)
     shape = tuple(int(s) for s in input_shape)
     if len(shape) != 4 or min(shape) < 1:
         raise BadInputError(f"input_shape must be 4 positive ints (N, C, H, W), got {tuple(input_shape)}")
@@ -218,7 +272,8 @@ def export_model(
         for f in fmts:
             models[f] = _export_one(module, example, f, staging / targets[f].name, targets[f], versions=versions,
                                     durations=durations, parity=parity, parity_inputs=parity_inputs, seed=seed,
-                                    rtol=rtol, threads=threads, names=names, metadata=meta)
+                                    rtol=rtol, threads=threads, names=names, metadata=meta,
+                                    calibration=calibration if precision == "int8" else None)
         for f in fmts:
             os.replace(staging / targets[f].name, targets[f])
     except BaseException:
@@ -232,4 +287,5 @@ def export_model(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return ExportResult(models=models, input_shape=list(shape), names=tuple(names), metadata=meta, versions=versions,
-                        durations_s=durations, seed=seed)
+                        durations_s=durations, seed=seed, precision=precision,
+                        calibration_images=len(calibration) if precision == "int8" else 0)

@@ -51,14 +51,16 @@ def accuracy_record(value: float, *, dataset: str | None, split: str, images: in
 
 
 def model_metadata(space, arch, input_shape: Sequence[int], *, labels: Sequence[str] | None = None,
-                   names: tuple[str, str] = ("image", "logits")) -> dict[str, Any]:
-    """What an exported model file carries about itself: its input (name, shape, layout and
-    preprocessing) and output (name, shape, labels)."""
+                   names: tuple[str, str] = ("image", "logits"), dtype: str = "float32") -> dict[str, Any]:
+    """What an exported model file carries about itself: its input (name, shape, layout,
+    ``dtype``: ``int8`` for a full-integer model, whose input takes the preprocessed image
+    quantized with the tensor's scale and zero point, and preprocessing) and output (name, shape,
+    labels)."""
     labels = list(labels) if labels is not None else (list(space.labels) or None)
     n_classes = len(labels) if labels else space.n_classes
     return {
         "schema": MODEL_SCHEMA_ID, "space": space.name, "arch": str(arch),
-        "input": {"name": names[0], "shape": [int(v) for v in input_shape], "layout": "NCHW", "dtype": "float32",
+        "input": {"name": names[0], "shape": [int(v) for v in input_shape], "layout": "NCHW", "dtype": dtype,
                   "preprocessing": preprocessing_for(space, arch.r)},
         "output": {"name": names[1], "shape": [int(input_shape[0]), int(n_classes)], "kind": "logits",
                    "labels": labels},
@@ -103,6 +105,7 @@ def make_manifest(
     seed: int | None = None,
     notes: list[str] | None = None,
     build: Mapping[str, Any] | None = None,
+    int8: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The manifest fields of a bundle for ``arch`` in ``space`` (files are added by write_bundle).
 
@@ -118,7 +121,9 @@ def make_manifest(
         input_shape = list(export.input_shape) if export is not None else [1, space.in_channels, arch.r, arch.r]
     names = tuple(export.names) if export is not None else ("image", "logits")
     device = ({"spec": device} if isinstance(device, str) else dict(device)) if device is not None else None
-    meta = model_metadata(space, arch, input_shape, labels=labels, names=names)
+    dtype = next((em.quantization["input"]["dtype"] for em in (export.models.values() if export is not None else ())
+                  if em.quantization and em.quantization["input"]), "float32")  # tflite-int8: int8; onnx-int8: float
+    meta = model_metadata(space, arch, input_shape, labels=labels, names=names, dtype=dtype)
     others = [dict(a) for a in accuracy_others]
     m: dict[str, Any] = {
         "schema": SCHEMA_ID,
@@ -144,8 +149,11 @@ def make_manifest(
                 "converter": f"{em.converter} {em.converter_version}", "runtime": em.runtime,
                 "parity": _parity_summary(em.worst_parity),
                 "metadata": METADATA_WHERE[f] if export.metadata is not None else None,
+                "precision": em.precision,
             } for f, em in export.models.items()
         }
+    if export is not None and export.precision != "fp32":
+        m["quantization"] = _quantization(export, int8)
     if seed is not None:
         m["seed"] = int(seed)
     notes = list(notes or []) + ([UNVERIFIED_NOTE] if measured is None else [])
@@ -154,6 +162,37 @@ def make_manifest(
     if build is not None:
         m["build"] = dict(build)
     return m
+
+
+INT8_SCHEME = {
+    "tflite": {
+        "weights": "int8, symmetric, per output channel (conv, depthwise conv, fully connected)",
+        "activations": "int8, affine, per tensor; ranges from histogram observers on the calibration images",
+        "bias": "int32 (the converter's, from the weight and input scales)",
+        "float": "ops the PT2E quantizer does not annotate run in float between DEQUANTIZE/QUANTIZE (decisions 23)",
+        "tool": "litert-torch PT2E quantizer (static post-training quantization)",
+    },
+    "onnx": {
+        "weights": "int8, symmetric, per output channel",
+        "activations": "int8, affine, per tensor; MinMax ranges on the calibration images",
+        "bias": "int32",
+        "float": "the input and output tensors (QuantizeLinear/DequantizeLinear in the graph, QDQ format) and "
+                 "ops onnxruntime does not quantize",
+        "tool": "onnxruntime.quantization.quantize_static (QDQ, static post-training quantization)",
+    },
+}
+
+
+def _quantization(export, int8: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What a quantized bundle is: precision, scheme, calibration, the input/output tensors'
+    scale and zero point (a full-integer model takes int8: q = round(x / scale) + zero_point on
+    the preprocessed image), and parity as accuracy (``int8``: :mod:`nagkit.app.int8`'s record)."""
+    (em,) = [m for m in export.models.values()][:1]
+    return {"precision": export.precision, "scheme": dict(INT8_SCHEME[em.format]),
+            "calibration_images": export.calibration_images,
+            "input": em.quantization["input"] if em.quantization else None,
+            "output": em.quantization["output"] if em.quantization else None,
+            "parity": dict(int8) if int8 is not None else None}
 
 
 def _parity_summary(p) -> dict[str, Any] | None:

@@ -106,7 +106,7 @@ def readme_text(manifest: Mapping[str, Any], name: str) -> str:
         f"Files: {', '.join(f'`{f}`' for f in files)}; `manifest.json` has the full details (arch as OFA's dict, "
         "latency with its table and device, accuracy with its split, weights sha256, versions).",
         "",
-        f"Input `{inp.get('name', 'image')}`: float32, shape {shape}, {inp['layout']} (fixed batch {shape[0]}). "
+        f"Input `{inp.get('name', 'image')}`: {inp['dtype']}, shape {shape}, {inp['layout']} (fixed batch {shape[0]}). "
         f"Output `{out.get('name', 'logits')}`: {out['kind']} of shape {out['shape']}"
         + (f"; `logits[:, i]` is class i of {labels[:10]}{' ...' if len(labels) > 10 else ''}" if labels else "")
         + ".",
@@ -128,6 +128,7 @@ def readme_text(manifest: Mapping[str, Any], name: str) -> str:
         lines += ["(`antialias false` changes nothing when an image is enlarged; PIL always smooths when it "
                   "shrinks an image, while the model was trained without that, as "
                   "`torch.nn.functional.interpolate(x, size, mode=\"bilinear\", align_corners=False)` does.)", ""]
+    lines += _int8_section(manifest.get("quantization"))
     lines += _run_sections(files, inp.get("name", "image"), out.get("name", "logits"))
     lines += ["## Metadata inside the models", "",
               "Tensors are named `image` and `logits` in both files. " + _TFLITE_METADATA_WHY, "",
@@ -154,3 +155,33 @@ def _run_sections(files: Mapping[str, Any], iname: str, oname: str) -> list[str]
             f'logits = sess.run(["{oname}"], {{"{iname}": preprocess("photo.png")}})[0]', "```", "",
         ]
     return lines
+
+
+def _int8_section(q: Mapping[str, Any] | None) -> list[str]:
+    """An int8 model's input and output (quantized or float) and its accuracy against fp32."""
+    if not q:
+        return []
+    i, o, p = q["input"], q["output"], q.get("parity")
+    lines = ["## int8", ""]
+    if i is None or o is None:  # onnx-int8: QDQ, float input and output
+        lines += [f"A statically quantized model. Weights: {q['scheme']['weights']}. Activations: "
+                  f"{q['scheme']['activations']}. Its input and output stay float32 (quantized inside the graph): "
+                  "feed it what `preprocess` returns.", ""]
+    else:
+        lines += _int8_io(q, i, o)
+    if p:
+        lines += [f"Against the fp32 model on {p['images']:,} {p['dataset']} images ({p['split']}): top-1 agreement "
+                  f"{100 * p['top1_agreement']:.2f}%, accuracy {100 * p['int8_accuracy']:.2f}% vs "
+                  f"{100 * p['fp32_accuracy']:.2f}% fp32 (drop {p['drop_points']:.2f} points, allowed "
+                  f"{p['max_drop_points']:g}).", ""]
+    return lines
+
+
+def _int8_io(q: Mapping[str, Any], i: Mapping[str, Any], o: Mapping[str, Any]) -> list[str]:
+    """A full-integer model's int8 input and output, as code."""
+    return [f"A full-integer model. Weights: {q['scheme']['weights']}. Activations: "
+            f"{q['scheme']['activations']}. Its input and output are {i['dtype']}: quantize what "
+            "`preprocess` returns, and dequantize the logits (argmax needs no dequantizing):", "", "```python",
+            f"x = np.clip(np.round(preprocess(\"photo.png\") / {i['scale']!r}) + ({i['zero_point']}), -128, 127)"
+            f".astype(np.{i['dtype']})",
+            f"# logits = (y.astype(np.float32) - ({o['zero_point']})) * {o['scale']!r}", "```", ""]

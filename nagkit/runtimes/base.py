@@ -74,6 +74,8 @@ class LoadedModel:
         self.input_shape: tuple[int | None, ...] = ()
         self.output_shape: tuple[int | None, ...] = ()
         self.input_dtype = np.dtype(np.float32)
+        # {"input"/"output": {"dtype", "scale", "zero_point"} of a full-integer model's tensor, or None}
+        self.quantization: dict[str, dict[str, Any] | None] = {"input": None, "output": None}
         self._load()
 
     def _load(self) -> None:  # pragma: no cover - abstract

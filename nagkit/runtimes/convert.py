@@ -200,6 +200,113 @@ def to_tflite(module, example, path: str | os.PathLike, *, names: tuple[str, str
     return path
 
 
+def to_tflite_int8(module, example, calibration, path: str | os.PathLike, *, names: tuple[str, str] | None = None,
+                   metadata: Mapping[str, Any] | None = None) -> Path:
+    """Static post-training full-integer quantization with litert-torch's PT2E quantizer.
+
+    Weights int8 per output channel (symmetric), activations int8 per tensor (affine, ranges
+    from a histogram observer), the input and output tensors int8 too (their scale and zero
+    point are in the file: :class:`~nagkit.runtimes.litert.LiteRTModel` quantizes and
+    dequantizes). ``calibration``: the representative inputs (N x C x H x W float32, already
+    preprocessed), run one at a time through the observed model; ``example``: one input of the
+    exported shape. Decisions 23 says what stays float."""
+    import numpy as np
+    import torch
+
+    if calibration is None or len(calibration) == 0:
+        from nagkit.errors import BadInputError
+
+        raise BadInputError("int8 quantization needs representative images (calibration data); none were given")
+    if not log.isEnabledFor(logging.DEBUG):
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    path = Path(path)
+    tmp = _tmp_beside(path, ".tflite")
+    buf = io.StringIO()
+    try:
+        with _captured("litert-torch (PT2E int8)") as buf:
+            import litert_torch
+            from litert_torch.quantize.pt2e_quantizer import PT2EQuantizer, get_symmetric_quantization_config
+            from litert_torch.quantize.quant_config import QuantConfig
+            from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+            quantizer = PT2EQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
+            name = (names or IO_NAMES)[0]
+            wrapped = _named(module.eval(), (names or IO_NAMES)[1])
+            observed = prepare_pt2e(torch.export.export(wrapped, (), {name: example}).module(), quantizer)
+            with torch.no_grad():
+                for x in np.asarray(calibration, dtype=np.float32):
+                    observed(**{name: torch.from_numpy(x[None]).contiguous()})
+            quantized = convert_pt2e(observed, fold_quantize=False)
+            edge = litert_torch.convert(quantized, sample_kwargs={name: example},
+                                        quant_config=QuantConfig(pt2e_quantizer=quantizer))
+            edge.export(tmp)
+        if os.path.getsize(tmp) == 0:
+            raise RuntimeError("litert-torch wrote an empty file")
+        if names is not None or metadata is not None:
+            set_tflite_io(tmp, names, metadata)
+        os.replace(tmp, path)
+    except NagkitError:
+        raise
+    except Exception as e:
+        raise ConversionError(
+            f"int8 TFLite conversion of {type(module).__name__} (input {tuple(example.shape)}) failed: "
+            f"{_brief(e)}{_tail(buf.getvalue())}",
+            hint="export fp32 (--export tflite), or rerun with NAGKIT_DEBUG=1 for the traceback",
+        ) from e
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def to_onnx_int8(module, example, calibration, path: str | os.PathLike, *, names: tuple[str, str] = ("input", "output"),
+                 metadata: Mapping[str, Any] | None = None) -> Path:
+    """Static post-training quantization with ``onnxruntime.quantization.quantize_static``: the
+    fp32 export (:func:`to_onnx`) in QDQ form, weights int8 symmetric per output channel,
+    activations int8 per tensor (MinMax ranges over ``calibration``, fed one image at a time).
+    Input and output stay float32 (QuantizeLinear/DequantizeLinear inside the graph)."""
+    import numpy as np
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    path = Path(path)
+    fp32, tmp = _tmp_beside(path, ".fp32.onnx"), _tmp_beside(path, ".onnx")
+    buf = io.StringIO()
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.images = iter(np.asarray(calibration, dtype=np.float32))
+
+        def get_next(self):
+            x = next(self.images, None)
+            return None if x is None else {names[0]: x[None]}
+
+    try:
+        to_onnx(module, example, fp32, names=names)
+        with _captured("onnxruntime.quantization") as buf:
+            quantize_static(fp32, tmp, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                            activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+        model = onnx.load(tmp)
+        if metadata is not None:
+            set_onnx_metadata(model, metadata)
+            onnx.save(model, tmp)
+        onnx.checker.check_model(model)
+        os.replace(tmp, path)
+    except NagkitError:
+        raise
+    except Exception as e:
+        raise ConversionError(
+            f"int8 ONNX quantization of {type(module).__name__} (input {tuple(example.shape)}) failed: "
+            f"{_brief(e)}{_tail(buf.getvalue())}",
+            hint="export fp32 (--export onnx), or rerun with NAGKIT_DEBUG=1 for the traceback",
+        ) from e
+    finally:
+        for f in (fp32, tmp):
+            if os.path.exists(f):
+                os.unlink(f)
+    return path
+
+
 def _named(module, output: str):
     """``module`` taking one keyword input and returning ``{output: module(x)}`` (litert-torch
     names a signature's tensors after the keywords and the output dict's keys)."""

@@ -52,6 +52,31 @@ def open_interpreter(path: str | os.PathLike, threads: int):
         return cls(model_path=str(path), **interpreter_settings(threads))
 
 
+def quantization_of(detail: dict[str, Any]) -> dict[str, Any] | None:
+    """``{"dtype", "scale", "zero_point"}`` of an integer input/output tensor (a full-integer
+    model's), or None for a float one."""
+    dt = np.dtype(detail["dtype"])
+    if dt.kind not in "iu":
+        return None
+    scale, zero = detail.get("quantization", (0.0, 0))
+    if not scale:
+        raise ArtifactError(f"tensor {detail.get('name')!r} is {dt} without a quantization scale; "
+                            "nagkit runs float models and full-integer models with quantized input and output")
+    return {"dtype": str(dt), "scale": float(scale), "zero_point": int(zero)}
+
+
+def quantize(x: np.ndarray, q: dict[str, Any]) -> np.ndarray:
+    """float -> the tensor's integers: round(x / scale) + zero_point, clipped to the dtype."""
+    info = np.iinfo(q["dtype"])
+    v = np.round(np.asarray(x, dtype=np.float32) / q["scale"]) + q["zero_point"]
+    return np.clip(v, info.min, info.max).astype(q["dtype"])
+
+
+def dequantize(y: np.ndarray, q: dict[str, Any]) -> np.ndarray:
+    """The tensor's integers -> float32: (y - zero_point) * scale."""
+    return ((y.astype(np.float32) - q["zero_point"]) * q["scale"]).astype(np.float32)
+
+
 class LiteRTModel(LoadedModel):
     runtime = "litert"
     format = "tflite"
@@ -75,14 +100,21 @@ class LiteRTModel(LoadedModel):
         self.input_shape = tuple(int(v) for v in self._in["shape"])
         self.output_shape = tuple(int(v) for v in self._out["shape"])
         self.input_dtype = np.dtype(self._in["dtype"])
+        self.quantization = {k: quantization_of(d) for k, d in (("input", self._in), ("output", self._out))}
+        if self.quantization["input"] is not None:  # a full-integer model takes float32 here, quantized in _run_once
+            self.input_dtype = np.dtype(np.float32)
 
     def _run_once(self, x: np.ndarray) -> np.ndarray:
+        qin, qout = self.quantization["input"], self.quantization["output"]
+        if qin is not None:
+            x = quantize(x, qin)
         try:
             self._interp.set_tensor(self._in["index"], x)
             self._interp.invoke()
-            return np.array(self._interp.get_tensor(self._out["index"]), copy=True)
+            y = np.array(self._interp.get_tensor(self._out["index"]), copy=True)
         except Exception as e:
             raise DeviceError(f"LiteRT failed running {str(self.path)!r}: {e}") from e
+        return dequantize(y, qout) if qout is not None else y
 
 
 class LiteRTRunner:
