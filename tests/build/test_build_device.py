@@ -65,6 +65,7 @@ def test_without_a_table_of_the_device_the_build_says_which_table_it_used(worksp
 
 @pytest.mark.slow
 @pytest.mark.adb
+@pytest.mark.serial
 def test_build_on_a_device_with_its_own_table(workspace, tmp_path, monkeypatch):
     from nagkit.devices.loopback import LoopbackAdbd
 

@@ -33,6 +33,7 @@ def test_random_archs_are_seeded_distinct_and_restricted(lat_space):
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_calibrate_then_validate_end_to_end(tmp_path, cli_env):
     import yaml
 
