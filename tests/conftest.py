@@ -17,6 +17,19 @@ NOTE10 = SHARED / "data" / "ofa-note10"
 BENCHMARK_MODEL = SHARED / "data" / "benchmark_model"
 
 
+def pytest_configure(config):
+    """On an xdist worker (`make test` runs two), torch, OpenMP and the processes a test starts
+    use one intra-op thread: two workers of two threads each on the 2-core CI machine would
+    oversubscribe it (OpenMP's spinning threads then slow every test)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = "1"
+        import sys
+
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(1)
+
+
 def pytest_collection_modifyitems(config, items):
     try:
         import torch

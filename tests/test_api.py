@@ -47,7 +47,6 @@ def test_the_api_is_importable_and_lazy():
 
 
 @pytest.mark.slow
-@pytest.mark.serial
 def test_the_readme_example_runs_under_spawn_without_a_guard(tmp_path, cli_env):
     p = _run_unguarded(tmp_path, cli_env, _readme_example())
     assert p.returncode == 0, p.stdout + p.stderr[-3000:]

@@ -33,7 +33,6 @@ def _env(clone: Path, cli_env: dict) -> dict:
     return dict(cli_env, PYTHONPATH=str(clone))
 
 
-@pytest.mark.serial
 def test_make_demo_runs_without_shared(clone, cli_env):
     cmd = subprocess.run(["make", "-n", "demo"], cwd=clone, capture_output=True, text=True).stdout
     assert "-m nagkit.cli.demo" in cmd  # what make demo runs once the venv is set up

@@ -89,7 +89,6 @@ def test_the_venv_has_nagkit_from_the_wheel_and_its_declared_dependencies(venv, 
     assert not [ln for ln in check.stdout.splitlines() if ln.lower().startswith("nagkit ")], check.stdout
 
 
-@pytest.mark.serial
 def test_the_installed_nagkit_builds_and_generates_from_an_empty_folder(venv, tmp_path, cli_env):
     fresh, _ = venv
     nagkit = fresh / "bin" / "nagkit"
