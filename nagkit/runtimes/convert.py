@@ -116,42 +116,74 @@ def _tmp_beside(path: Path, suffix: str) -> str:
     return tmp
 
 
+class _Conversion:
+    """One conversion's temporary files beside its target (the first becomes the target) and
+    the converter output captured while it ran."""
+
+    def __init__(self, path: Path, suffixes: tuple[str, ...]):
+        self.tmps = [_tmp_beside(path, s) for s in suffixes]
+        self.tmp = self.tmps[0]
+        self.output = ""
+
+    @contextlib.contextmanager
+    def captured(self, what: str) -> Iterator[io.StringIO]:
+        with _captured(what) as buf:
+            try:
+                yield buf
+            finally:
+                self.output += buf.getvalue()
+
+
+@contextlib.contextmanager
+def _converting(module, example, path: Path, suffixes: tuple[str, ...], failed: str, hint: str
+                ) -> Iterator[_Conversion]:
+    """Write ``path`` through temporary files: on success the first replaces ``path``; an error
+    other than nagkit's own becomes a :class:`ConversionError` ("``failed`` of <module> (input
+    <shape>) failed: ...", with the converter's output tail); the temporaries are removed."""
+    job = _Conversion(path, suffixes)
+    try:
+        yield job
+        os.replace(job.tmp, path)
+    except NagkitError:
+        raise
+    except Exception as e:
+        raise ConversionError(f"{failed} of {type(module).__name__} (input {tuple(example.shape)}) failed: "
+                              f"{_brief(e)}{_tail(job.output)}", hint=hint) from e
+    finally:
+        for f in job.tmps:
+            if os.path.exists(f):
+                os.unlink(f)
+
+
+def _save_onnx(tmp: str, metadata: Mapping[str, Any] | None, full_check: bool) -> None:
+    """Write ``metadata`` into the ONNX file ``tmp`` (if any) and run onnx.checker on it."""
+    import onnx
+
+    model = onnx.load(tmp)
+    if metadata is not None:
+        set_onnx_metadata(model, metadata)
+        onnx.save(model, tmp)
+    onnx.checker.check_model(model, full_check=full_check)
+
+
 def to_onnx(module, example, path: str | os.PathLike, opset: int = ONNX_OPSET, *,
             names: tuple[str, str] = ("input", "output"), metadata: Mapping[str, Any] | None = None) -> Path:
     """Export with torch.onnx (TorchScript exporter, fixed input shape) and run onnx.checker.
 
     ``names``: the input and output tensor names; ``metadata``: JSON written into the model's
     metadata_props (:mod:`nagkit.runtimes.metadata`)."""
-    import onnx
     import torch
 
     if opset < 17:
         raise ConversionError(f"ONNX opset {opset} is too old; nagkit exports opset >= 17")
     path = Path(path)
     module = module.eval()
-    tmp = _tmp_beside(path, ".onnx")
-    buf = io.StringIO()
-    try:
-        with _captured("torch.onnx") as buf, torch.no_grad():
-            torch.onnx.export(module, (example,), tmp, dynamo=False, opset_version=opset, input_names=[names[0]],
-                              output_names=[names[1]])
-        model = onnx.load(tmp)
-        if metadata is not None:
-            set_onnx_metadata(model, metadata)
-            onnx.save(model, tmp)
-        onnx.checker.check_model(model, full_check=True)
-        os.replace(tmp, path)
-    except NagkitError:
-        raise
-    except Exception as e:
-        raise ConversionError(
-            f"ONNX export of {type(module).__name__} (input {tuple(example.shape)}) failed: "
-            f"{_brief(e)}{_tail(buf.getvalue())}",
-            hint="try --format tflite, or rerun with NAGKIT_DEBUG=1 for the traceback",
-        ) from e
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with _converting(module, example, path, (".onnx",), "ONNX export",
+                     "try --format tflite, or rerun with NAGKIT_DEBUG=1 for the traceback") as job:
+        with job.captured("torch.onnx"), torch.no_grad():
+            torch.onnx.export(module, (example,), job.tmp, dynamo=False, opset_version=opset,
+                              input_names=[names[0]], output_names=[names[1]])
+        _save_onnx(job.tmp, metadata, full_check=True)
     return path
 
 
@@ -174,30 +206,24 @@ def to_tflite(module, example, path: str | os.PathLike, *, names: tuple[str, str
         ) from e
     path = Path(path)
     module = module.eval()
-    tmp = _tmp_beside(path, ".tflite")
-    buf = io.StringIO()
-    try:
-        with _captured("litert-torch") as buf:
+    with _converting(module, example, path, (".tflite",), "TFLite conversion",
+                     "try --format onnx, or rerun with NAGKIT_DEBUG=1 for the traceback") as job:
+        with job.captured("litert-torch"):
             if names is None:
                 edge = litert_torch.convert(module, (example,))
             else:  # a keyword input and a dict output name the signature's tensors
                 edge = litert_torch.convert(_named(module, names[1]), sample_kwargs={names[0]: example})
-            edge.export(tmp)
-        if os.path.getsize(tmp) == 0:
-            raise RuntimeError("litert-torch wrote an empty file")
-        if names is not None or metadata is not None:
-            set_tflite_io(tmp, names, metadata)
-        os.replace(tmp, path)
-    except Exception as e:
-        raise ConversionError(
-            f"TFLite conversion of {type(module).__name__} (input {tuple(example.shape)}) failed: "
-            f"{_brief(e)}{_tail(buf.getvalue())}",
-            hint="try --format onnx, or rerun with NAGKIT_DEBUG=1 for the traceback",
-        ) from e
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+            edge.export(job.tmp)
+        _finish_tflite(job.tmp, names, metadata)
     return path
+
+
+def _finish_tflite(tmp: str, names: tuple[str, str] | None, metadata: Mapping[str, Any] | None) -> None:
+    """Refuse an empty file; name the tensors and write ``metadata`` (if given)."""
+    if os.path.getsize(tmp) == 0:
+        raise RuntimeError("litert-torch wrote an empty file")
+    if names is not None or metadata is not None:
+        set_tflite_io(tmp, names, metadata)
 
 
 def to_tflite_int8(module, example, calibration, path: str | os.PathLike, *, names: tuple[str, str] | None = None,
@@ -220,10 +246,9 @@ def to_tflite_int8(module, example, calibration, path: str | os.PathLike, *, nam
     if not log.isEnabledFor(logging.DEBUG):
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     path = Path(path)
-    tmp = _tmp_beside(path, ".tflite")
-    buf = io.StringIO()
-    try:
-        with _captured("litert-torch (PT2E int8)") as buf:
+    with _converting(module, example, path, (".tflite",), "int8 TFLite conversion",
+                     "export fp32 (--export tflite), or rerun with NAGKIT_DEBUG=1 for the traceback") as job:
+        with job.captured("litert-torch (PT2E int8)"):
             import litert_torch
             from litert_torch.quantize.pt2e_quantizer import PT2EQuantizer, get_symmetric_quantization_config
             from litert_torch.quantize.quant_config import QuantConfig
@@ -239,23 +264,8 @@ def to_tflite_int8(module, example, calibration, path: str | os.PathLike, *, nam
             quantized = convert_pt2e(observed, fold_quantize=False)
             edge = litert_torch.convert(quantized, sample_kwargs={name: example},
                                         quant_config=QuantConfig(pt2e_quantizer=quantizer))
-            edge.export(tmp)
-        if os.path.getsize(tmp) == 0:
-            raise RuntimeError("litert-torch wrote an empty file")
-        if names is not None or metadata is not None:
-            set_tflite_io(tmp, names, metadata)
-        os.replace(tmp, path)
-    except NagkitError:
-        raise
-    except Exception as e:
-        raise ConversionError(
-            f"int8 TFLite conversion of {type(module).__name__} (input {tuple(example.shape)}) failed: "
-            f"{_brief(e)}{_tail(buf.getvalue())}",
-            hint="export fp32 (--export tflite), or rerun with NAGKIT_DEBUG=1 for the traceback",
-        ) from e
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+            edge.export(job.tmp)
+        _finish_tflite(job.tmp, names, metadata)
     return path
 
 
@@ -266,12 +276,9 @@ def to_onnx_int8(module, example, calibration, path: str | os.PathLike, *, names
     activations int8 per tensor (MinMax ranges over ``calibration``, fed one image at a time).
     Input and output stay float32 (QuantizeLinear/DequantizeLinear inside the graph)."""
     import numpy as np
-    import onnx
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     path = Path(path)
-    fp32, tmp = _tmp_beside(path, ".fp32.onnx"), _tmp_beside(path, ".onnx")
-    buf = io.StringIO()
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
@@ -281,29 +288,14 @@ def to_onnx_int8(module, example, calibration, path: str | os.PathLike, *, names
             x = next(self.images, None)
             return None if x is None else {names[0]: x[None]}
 
-    try:
+    with _converting(module, example, path, (".onnx", ".fp32.onnx"), "int8 ONNX quantization",
+                     "export fp32 (--export onnx), or rerun with NAGKIT_DEBUG=1 for the traceback") as job:
+        tmp, fp32 = job.tmps
         to_onnx(module, example, fp32, names=names)
-        with _captured("onnxruntime.quantization") as buf:
+        with job.captured("onnxruntime.quantization"):
             quantize_static(fp32, tmp, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                             activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
-        model = onnx.load(tmp)
-        if metadata is not None:
-            set_onnx_metadata(model, metadata)
-            onnx.save(model, tmp)
-        onnx.checker.check_model(model)
-        os.replace(tmp, path)
-    except NagkitError:
-        raise
-    except Exception as e:
-        raise ConversionError(
-            f"int8 ONNX quantization of {type(module).__name__} (input {tuple(example.shape)}) failed: "
-            f"{_brief(e)}{_tail(buf.getvalue())}",
-            hint="export fp32 (--export onnx), or rerun with NAGKIT_DEBUG=1 for the traceback",
-        ) from e
-    finally:
-        for f in (fp32, tmp):
-            if os.path.exists(f):
-                os.unlink(f)
+        _save_onnx(tmp, metadata, full_check=False)
     return path
 
 
