@@ -31,23 +31,25 @@ __all__ = ["build", "check", "generate", "profile"]
 def profile(device: Any, *, space: str | None = None, resolutions: Sequence[int] | None = None,
             out: str | Path | None = None, benchmark_binary: str | None = None, resume: bool = False,
             force: bool = False, calibrate: int = 0, cache_dir: str | Path | None = None, jobs: int | None = None,
-            progress: bool = False):
+            progress: bool = False, precision: str = "fp32"):
     """Measure ``device`` (a spec such as ``"adb:SERIAL"`` or ``"cpu"``, a profile, or an open
     device) block by block into a latency table, as ``nagkit profile`` does: the device is
-    checked first, a phone measures while the host converts. Returns the
+    checked first, a phone measures while the host converts; ``precision="int8"`` times every
+    block quantized (an int8 table). Returns the
     :class:`~nagkit.latency.profiler.ProfileResult` (``.out`` the table's path, ``.table``)."""
     from nagkit.app.profile import ProfileOptions, run_profile
 
     result, _, _ = run_profile(device, ProfileOptions(
         space=space, resolutions=resolutions, out=out, benchmark_binary=benchmark_binary, resume=resume, force=force,
-        cache_dir=cache_dir, jobs=jobs, progress=progress, calibrate=calibrate, command="nagkit.profile()"))
+        cache_dir=cache_dir, jobs=jobs, progress=progress, calibrate=calibrate, precision=precision,
+        command="nagkit.profile()"))
     return result
 
 
 def build(budget_ms: float, *, workspace: Any = None, device: Any = None, export: str = "tflite",
           out: str | Path | None = None, force: bool = False, weights: str | None = None, random_init: bool = False,
           finetune: int = 0, max_tries: int = 3, samples: int | None = None, seed: int = 0,
-          accuracy: str = "auto", max_int8_drop: float = 1.0):
+          accuracy: str = "auto", max_int8_drop: float = 1.0, quantize_after: bool = False):
     """The most accurate model for ``budget_ms`` as a verified bundle, as ``nagkit build`` does
     (``device``: a spec string or an open device; without one the bundle is unverified).
     Returns the :class:`~nagkit.app.build.BuildResult` (``.bundle``, ``.measured``, ``.note``...)."""
@@ -57,7 +59,7 @@ def build(budget_ms: float, *, workspace: Any = None, device: Any = None, export
     opts = BuildOptions(device_spec=device if isinstance(device, str) else None, formats=export, out=out,
                         force=force, weights=weights, random_init=random_init, finetune=finetune,
                         max_tries=max_tries, samples=samples, seed=seed, accuracy=accuracy,
-                        max_int8_drop=max_int8_drop)
+                        max_int8_drop=max_int8_drop, quantize_after=quantize_after)
     return run(budget_ms, workspace=workspace, options=opts, device=None if isinstance(device, str) else device)
 
 

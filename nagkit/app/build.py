@@ -79,6 +79,7 @@ class BuildOptions:
     seed: int = 0
     accuracy: str = "auto"
     max_int8_drop: float = DEFAULT_MAX_INT8_DROP  # points: an int8 export losing more fails (exit 1)
+    quantize_after: bool = False  # int8 export of the arch chosen on an fp32 table (said in the manifest)
 
     def check(self) -> None:
         parse_export(self.formats)  # an unknown format or precision fails before any work
@@ -92,6 +93,8 @@ class BuildOptions:
             raise BadInputError("--mixed-sizes is only read with --data", hint="add --finetune EPOCHS --data DIR")
         if self.data is not None and not self.finetune:
             raise BadInputError("--data is only read when fine-tuning", hint="add --finetune EPOCHS")
+        if self.quantize_after and parse_export(self.formats)[1] != "int8":
+            raise BadInputError("--quantize-after goes with an int8 export", hint="add --export tflite-int8 (or onnx-int8)")
         if self.random_init and parse_export(self.formats)[1] == "int8":  # also: an unknown --export fails here
             raise BadInputError("--export tflite-int8 needs trained weights: an int8 model is judged by its accuracy",
                                 hint="drop --random-init, or export fp32 (--export tflite)")
@@ -157,10 +160,6 @@ class BuildResult:
         return d
 
 
-def parse_formats(text: str | None) -> tuple[str, ...]:
-    return parse_export(text)[0]
-
-
 def parse_export(text: str | None) -> tuple[tuple[str, ...], str]:
     """``--export`` -> (formats, precision): ``tflite``, ``onnx``, ``tflite-int8``, comma-separated."""
     from nagkit.export.exporter import parse_export as parse
@@ -214,6 +213,7 @@ class _Build:
     def open(self, workspace, device) -> None:
         """Device (contacted and checked first), workspace and table for it, budget against the
         space's range on that table, weights, model."""
+        from nagkit.app.int8 import for_precision
         from nagkit.app.targets import choose_target
         from nagkit.app.workspace import load_workspace
         from nagkit.devices.base import prepare_device
@@ -223,11 +223,7 @@ class _Build:
         t = time.perf_counter()
         ws = load_workspace(workspace)
         self.folder = _finetune_data(ws, self.opts)  # a bad --data fails now, before any work
-        if self.precision == "int8":
-            from nagkit.app.int8 import check_calibration_data
-
-            check_calibration_data(ws, self.folder)
-            log.warning("%s", INT8_TABLE_NOTE)
+        ws = for_precision(ws, self.folder, self.precision, self.opts.quantize_after, self.announce)
         self.dev = device
         if self.dev is None and self.opts.device_spec:
             from nagkit.devices.registry import get_device
@@ -241,7 +237,8 @@ class _Build:
         if dev is not None:
             self.announce(f"contacting {dev.spec}")
             prepare_device(dev)  # an unreachable device fails now, before any work
-        self.target = choose_target(ws, dev, say=self.announce)
+        self.target = choose_target(ws, dev, say=self.announce, precision=None if self.opts.quantize_after
+                                    else self.precision)
         ws = self.ws = self.target.workspace
         lat = SlotLatency(ws.latency_table, ws.space)
         self.min_ms = lat.fastest_ms
@@ -386,7 +383,7 @@ class _Build:
                                                             else "inherited from the supernet checkpoint")]
         notes = notes + ([f"fine-tuned for {o.finetune} epoch(s)"] if o.finetune else [])
         notes = notes + ([self.budget_note] if self.budget_note else []) + ([] if dev else [UNVERIFIED_NOTE])
-        notes = notes + acc_notes + ([INT8_TABLE_NOTE] if self.precision == "int8" else [])
+        notes = notes + acc_notes + ([INT8_TABLE_NOTE] if self.opts.quantize_after else [])
         if self.aims:
             a = self.aims[-1]
             notes.append(f"re-aimed: this device measured {a['ratio']:.2f}x the table's prediction, so this network "

@@ -16,17 +16,21 @@ before any work.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
 
 from nagkit.errors import BadInputError, CheckFailedError
 
+log = logging.getLogger(__name__)
+
 CALIBRATION_IMAGES = 256  # PT2E's histogram observers: ~45 ms per image for a 28-40 px fmnist subnet (2-core CPU)
 DEFAULT_MAX_INT8_DROP = 1.0  # points of top-1 accuracy
-INT8_TABLE_NOTE = ("int8 model, fp32 latency table: the predicted latency and the budget's range come from the "
-                   "workspace's fp32 table (int8 tables are not measured yet, issue 14); measure the int8 model with "
-                   "--device, or `nagkit check BUNDLE --device D --budget B`")
+INT8_TABLE_NOTE = ("--quantize-after: an int8 model chosen on an fp32 latency table; the predicted latency and the "
+                   "budget's range are fp32's, not this model's (int8 changes which blocks are cheap: decisions 25); "
+                   "measure it with --device, or `nagkit check BUNDLE --device D --budget B`, or build from an int8 "
+                   "table (`nagkit profile --precision int8`)")
 
 
 class Int8DropError(CheckFailedError):
@@ -35,6 +39,19 @@ class Int8DropError(CheckFailedError):
     def __init__(self, message: str, record: dict[str, Any], *, hint: str | None = None):
         super().__init__(message, hint=hint)
         self.record = record
+
+
+def for_precision(ws, folder, precision: str, quantize_after: bool, say):
+    """The workspace a build exporting at ``precision`` generates with (``ws``, or its precision
+    twin: :func:`nagkit.app.targets.precision_workspace`); an int8 export's images checked first."""
+    from nagkit.app.targets import precision_workspace
+
+    if precision == "int8":
+        check_calibration_data(ws, folder)
+    ws = precision_workspace(ws, precision, quantize_after=quantize_after, say=say)
+    if quantize_after:
+        log.warning("%s", INT8_TABLE_NOTE)
+    return ws
 
 
 def check_calibration_data(ws, folder) -> None:

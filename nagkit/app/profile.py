@@ -24,7 +24,8 @@ class ProfileOptions:
     default all of the space's; ``out``: default ``latency_tables/<model>-<runtime>-<space>.json``;
     ``benchmark_binary``: a phone's ``benchmark_model`` to push; ``calibrate``: then measure N
     whole networks and calibrate the table on them (``"default"``: the default count; 0 or None:
-    no calibration; adopted only if it beats the raw block sum on held-out networks)."""
+    no calibration; adopted only if it beats the raw block sum on held-out networks);
+    ``precision``: ``fp32`` or ``int8`` (blocks and networks quantized, an int8 table)."""
 
     space: str | None = None
     resolutions: Sequence[int] | None = None
@@ -37,6 +38,7 @@ class ProfileOptions:
     progress: bool = True
     calibrate: int | str | None = 0
     calibrate_seed: int = 1
+    precision: str = "fp32"
     command: str | None = None
 
 
@@ -97,6 +99,9 @@ def run_profile(device, options: ProfileOptions = ProfileOptions(), *,
         raise BadInputError(f"--calibrate {o.calibrate}: a calibration needs at least {MIN_NETWORKS} measured "
                             "networks (one scale and offset, checked leave-one-out)",
                             hint="give --calibrate alone for the default count, or leave it out (no calibration)")
+    from nagkit.runtimes.convert import check_precision_name
+
+    check_precision_name(o.precision)  # an unknown precision: refused before the device is opened
     sp = space_from_arg(o.space or default_space_name())
     res = sorted({int(r) for r in o.resolutions}) if o.resolutions else list(sp.resolutions)
     bad = [r for r in res if r not in sp.resolutions]
@@ -107,7 +112,8 @@ def run_profile(device, options: ProfileOptions = ProfileOptions(), *,
     start = None if on_start is None else (lambda out, facts: on_start(out, facts, sp, res))
     try:
         result = profile(dev, sp, res, o.out, resume=o.resume, force=o.force, cache_dir=o.cache_dir,
-                         progress=o.progress, command=o.command, jobs=o.jobs, on_start=start)
+                         progress=o.progress, command=o.command, jobs=o.jobs, on_start=start,
+                         precision=o.precision)
         table, cal = result.table, None
         if o.calibrate:  # None or 0: no calibration; "default": the default count
             from nagkit.latency.validate import calibrate

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from nagkit.app.workspace import Workspace, init_workspace, load_workspace, user_home, user_workspaces_dir
-from nagkit.errors import ArtifactError, NagkitError
+from nagkit.errors import ArtifactError, BadInputError, NagkitError
 from nagkit.resources import LATENCY_TABLES
 
 log = logging.getLogger(__name__)
@@ -84,8 +84,14 @@ def table_is_for(device_info: dict[str, Any], provenance: dict[str, Any], device
     return True
 
 
-def find_device_table(device, space_name: str) -> Path | None:
-    """The first table of ``device`` for ``space_name`` in :func:`table_dirs`, or None."""
+def table_precision(ws: Workspace) -> str:
+    """The precision of ``ws``'s latency table (a synthetic table, like tables from before
+    precisions, is fp32)."""
+    return getattr(ws.latency_table, "precision", "fp32")
+
+
+def find_device_table(device, space_name: str, precision: str = "fp32") -> Path | None:
+    """The first table of ``device`` for ``space_name`` at ``precision`` in :func:`table_dirs`, or None."""
     for d in table_dirs():
         if not d.is_dir():
             continue
@@ -94,7 +100,8 @@ def find_device_table(device, space_name: str) -> Path | None:
                 obj = json.loads(f.read_text(encoding="utf-8"))
                 sp = obj.get("space") or {}
                 name = sp.get("name") if isinstance(sp, dict) else sp
-                if name == space_name and table_is_for(obj.get("device") or {}, obj.get("provenance") or {}, device):
+                if name == space_name and obj.get("precision", "fp32") == precision \
+                        and table_is_for(obj.get("device") or {}, obj.get("provenance") or {}, device):
                     return f.resolve()
             except (OSError, ValueError, AttributeError):
                 continue
@@ -109,20 +116,24 @@ def describe_table(ws: Workspace) -> str:
     return f"{ws.latency_table_spec} ({where})"
 
 
-def choose_target(ws: Workspace, device, *, say: Callable[[str], None] | None = None) -> Target:
+def choose_target(ws: Workspace, device, *, say: Callable[[str], None] | None = None,
+                  precision: str | None = None) -> Target:
     """The workspace and table for a build of ``ws`` on ``device`` (None: no device); see the
     module doc. ``say`` gets one line per decision worth printing. A device workspace is made
-    here; :meth:`Target.ready` trains it if needed (after the budget was checked)."""
+    here; :meth:`Target.ready` trains it if needed (after the budget was checked). A device's
+    own table is used only at ``precision`` (default: the workspace's table's)."""
+    precision = precision or table_precision(ws)
     if device is None:
         return Target(ws, ws.latency_table_spec, False, f"{describe_table(ws)}; no --device, so nothing is measured")
-    if table_is_for(*ws.table_origin(), device):
+    if table_is_for(*ws.table_origin(), device) and table_precision(ws) == precision:
         return Target(ws, ws.latency_table_spec, True, f"{describe_table(ws)}: {device.spec}'s own table")
-    path = find_device_table(device, ws.space.name)
+    path = find_device_table(device, ws.space.name, precision)
     if path is None:
         looked = ", ".join(str(d) for d in table_dirs())
         return Target(ws, ws.latency_table_spec, False,
                       f"{describe_table(ws)}: no table of {device.spec} for {ws.space.name} was found (looked in "
-                      f"{looked}); make one with `nagkit profile --device {device.spec} --space {ws.space.name}`")
+                      f"{looked}); make one with `nagkit profile --device {device.spec} --space {ws.space.name}"
+                      + (f" --precision {precision}`" if precision != "fp32" else "`"))
     dws = device_workspace(ws, path, say=say)
     return Target(dws, str(path), True, f"{describe_table(dws)}: {device.spec}'s own table (workspace {dws.ref}, "
                                         f"{ws.ref} re-targeted to it)", base=ws)
@@ -193,3 +204,59 @@ def _train(base: Workspace, ws: Workspace, table_sha: str, progress: Progress | 
     say(f"training the generator of {ws.ref} for this device's table, once (a minute or two on a 2-core CPU; "
         f"`nagkit train --workspace {ws.ref}` does the same)")
     return train_workspace(ws, progress=progress, log=say)
+
+
+def precision_workspace(ws: Workspace, precision: str, *, quantize_after: bool = False,
+                        say: Callable[[str], None] | None = None) -> Workspace:
+    """The workspace whose table is timed at ``precision``, for a build of ``ws`` exporting at it.
+
+    ``ws`` itself when its table has that precision. Otherwise its *precision twin*: a
+    workspace (yours, then the shipped ones) of the same space whose table is at ``precision``
+    and was measured on the same device (spec and, for a CPU, host) as ``ws``'s; the shipped
+    ``fmnist`` has ``fmnist-int8``. ``quantize_after`` keeps ``ws`` for an int8 export from an
+    fp32 table (the arch is chosen for fp32 latency, then quantized; said in the manifest).
+    Anything else is a clear error (exit 2): a table never predicts a bundle of another precision."""
+    have = table_precision(ws)
+    if have == precision:
+        if quantize_after:
+            raise BadInputError(f"--quantize-after: workspace {ws.ref!r}'s table is already {precision}, so there is "
+                                "nothing to quantize after", hint="drop --quantize-after")
+        return ws
+    if quantize_after and have == "fp32" and precision == "int8":
+        return ws
+    twin = find_precision_twin(ws, precision)
+    if twin is not None:
+        (say or (lambda msg: log.warning("%s", msg)))(
+            f"workspace {twin.ref}: {ws.ref}'s table is {have}, so the {precision} export uses {twin.ref}, whose "
+            f"generator was trained on {twin.latency_table_spec} ({precision}, the same device)")
+        return twin
+    fix = (f"profile the device at {precision}: `nagkit profile --device D --space {ws.space.name} --precision "
+           f"{precision}`, point `latency_table` in a copy of the workspace at it and `nagkit train` it")
+    if have == "fp32" and precision == "int8":
+        fix += "; or pass --quantize-after to quantize the model chosen on the fp32 table (its int8 latency is then " \
+               "not predicted: measure it with --device)"
+    else:
+        fix += f"; or export {have} (--export {'tflite' if have == 'fp32' else 'tflite-' + have})"
+    raise BadInputError(f"workspace {ws.ref!r}'s latency table {ws.latency_table_spec!r} is {have}, but the export "
+                        f"is {precision}, and no {precision} workspace of space {ws.space.name!r} measured on the same "
+                        "device was found; a table predicts only models of its own precision", hint=fix)
+
+
+def find_precision_twin(ws: Workspace, precision: str) -> Workspace | None:
+    """A workspace of ``ws``'s space whose table is at ``precision``, measured where ``ws``'s was."""
+    from nagkit.app.workspace import list_presets, list_user_workspaces
+
+    dev, prov = ws.table_origin()
+    for name in dict.fromkeys([*list_user_workspaces(), *list_presets()]):
+        try:
+            other = load_workspace(name)
+            if other.root.resolve() == ws.root.resolve() or other.space.to_dict() != ws.space.to_dict():
+                continue
+            if table_precision(other) != precision:
+                continue
+            odev, oprov = other.table_origin()
+            if canonical_spec(odev.get("spec")) == canonical_spec(dev.get("spec")) and oprov.get("host") == prov.get("host"):
+                return other
+        except NagkitError:
+            continue
+    return None

@@ -203,8 +203,8 @@ class Workspace:
             return self.resolve_input(text, f"{scheme} accuracy source")
 
         options = dict(self.accuracy_options)
-        if self.shipped and scheme == "supernet" and options.get("cache"):
-            options["cache_readonly"] = True  # a preset's files are never written
+        if scheme == "supernet" and options.get("cache") and (self.shipped or is_shipped(resolve(rest))):
+            options["cache_readonly"] = True  # a preset's files (a shipped checkpoint's cache) are never written
         return open_accuracy_source(self.accuracy_spec, self.space, resolve=resolve, options=options)
 
     def supernet_path(self) -> Path | None:

@@ -56,6 +56,9 @@ def check(target: str, device_spec: str | None, budget: float | None, runs: int 
                    "the workspace's images (or --data), judged by accuracy against fp32.")
 @click.option("--max-int8-drop", type=FINITE, default=1.0, show_default=True, metavar="POINTS",
               help="With --export tflite-int8: fail (exit 1) when int8 loses more top-1 accuracy than this.")
+@click.option("--quantize-after", is_flag=True,
+              help="With --export tflite-int8 on a workspace with an fp32 table and no int8 twin: choose the arch "
+                   "on the fp32 table, then quantize it (its int8 latency is not predicted; said in the manifest).")
 @click.option("--out", default=None, help="Bundle folder (a .zip is written beside it). Default: nagkit-bundle-<B>ms.")
 @click.option("--force", is_flag=True, help="Replace an existing bundle folder.")
 @click.option("--weights", default=None, help="Supernet checkpoint (an OFA .pth is imported on the fly).")
@@ -79,7 +82,7 @@ def check(target: str, device_spec: str | None, budget: float | None, runs: int 
 def build(budget: float, workspace: str | None, device_spec: str | None, formats: str, out: str | None, force: bool,
           weights: str | None, random_init: bool, finetune: int, data: str | None, mixed_sizes: bool, device_train: str,
           max_tries: int, samples: int | None, seed: int, accuracy_mode: str, max_int8_drop: float,
-          as_json: bool) -> None:
+          quantize_after: bool, as_json: bool) -> None:
     """Generate the best arch for --budget, export it with supernet weights, verify, bundle.
 
     With --device D the device is contacted first, and predictions and the budget's range come
@@ -98,7 +101,8 @@ def build(budget: float, workspace: str | None, device_spec: str | None, formats
         res = run_build(budget, workspace=workspace, options=BuildOptions(
             device_spec=device_spec, formats=formats, out=out, force=force, weights=weights, random_init=random_init,
             finetune=finetune, data=data, mixed_sizes=mixed_sizes, device_train=device_train, max_tries=max_tries,
-            samples=samples, seed=seed, accuracy=accuracy_mode, max_int8_drop=max_int8_drop), say=log,
+            samples=samples, seed=seed, accuracy=accuracy_mode, max_int8_drop=max_int8_drop,
+            quantize_after=quantize_after), say=log,
             progress=phase_progress())
     except Int8DropError as e:  # the figures on stdout too, for machines; the error (exit 1) on stderr
         if as_json:

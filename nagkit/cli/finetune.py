@@ -50,7 +50,7 @@ def finetune(bundle: str | None, data: str, epochs: int, out: Path, arch_text: s
       nagkit finetune --space ofa-mbv3-w1.0 --arch r160-k3e3.k3e3-... --weights ofa_mbv3_d234_e346_k357_w1.0.pth \\
         --data photos/ --epochs 2 --out out/my-classes
     """
-    from nagkit.app.build import parse_formats
+    from nagkit.app.build import parse_export
     from nagkit.app.finetune import FinetuneOptions
     from nagkit.app.finetune_bundle import finetune_to_bundle, resolve_source
     from nagkit.cli.space import read_arch_arg
@@ -60,7 +60,7 @@ def finetune(bundle: str | None, data: str, epochs: int, out: Path, arch_text: s
     opts.check()
     src = resolve_source(bundle=bundle, arch=read_arch_arg(arch_text) if arch_text else None, space=space_name,
                          workspace=workspace, weights=weights)
-    res = finetune_to_bundle(src, opts, out=out, formats=parse_formats(formats), force=force)
+    res = finetune_to_bundle(src, opts, out=out, formats=parse_export(formats)[0], force=force)
     emit(res, as_json, _human)
 
 

@@ -131,7 +131,7 @@ def show_cmd(lut_path: str, as_json: bool) -> None:
             f"device     {dev.get('spec', '?')}  " + "  ".join(f"{k}={v}" for k, v in dev.items() if k != "spec"
                                                           and not isinstance(v, (dict, list)))[:200],
             f"runtime    " + "  ".join(f"{k}={v}" for k, v in rt.items() if not isinstance(v, (dict, list))),
-            f"created    {r['created']}   stat {r['stat']}",
+            f"created    {r['created']}   stat {r['stat']}   precision {r.get('precision', 'fp32')}",
             f"entries    {r['n_entries']}  " + "  ".join(f"{k} {v}" for k, v in r["entries_by_kind"].items()),
         ]
         if r.get("latency_range_ms"):
@@ -277,13 +277,17 @@ _DEFAULT_COUNT = "default"  # nagkit.app.profile.DEFAULT_COUNT (not imported: th
                    "without N the default count (80; the finer schemes are fitted only when the "
                    "networks suffice for them). Adopted only if it beats the raw block sum on held-out networks.")
 @click.option("--calibrate-seed", type=int, default=1, show_default=True, help="Seed of the calibration archs.")
+@click.option("--precision", default="fp32", show_default=True, metavar="fp32|int8",
+              help="What the blocks (and calibration networks) are timed as: int8 quantizes each one as "
+                   "`--export tflite-int8`/`onnx-int8` does; the table records it and predicts only "
+                   "bundles of that precision.")
 @cache_option
 @jobs_option
 @progress_option
 @json_option
 @verbosity_option
 def profile(device_spec, space_name, res_text, out, benchmark_binary, resume, force, n_cal, calibrate_seed,
-            cache_dir, jobs, progress, as_json) -> None:
+            precision, cache_dir, jobs, progress, as_json) -> None:
     """Measure every unique block of a space on a device into a latency table (resumable).
 
     The device is contacted first (a missing phone or benchmark_model fails in seconds); on a
@@ -299,12 +303,12 @@ def profile(device_spec, space_name, res_text, out, benchmark_binary, resume, fo
         log(f"device   {device_spec}" + (f" ({what}{via})" if what or via else "") + ": reachable, ready to measure")
         log(f"space    {sp.name}" + (" (the default workspace's; --space to change)" if space_name is None else "")
             + f", resolutions {','.join(map(str, res))}: {len(unique_layers(sp, res))} unique blocks")
-        log(f"table    {path}")
+        log(f"table    {path}" + (f" ({precision})" if precision != "fp32" else ""))
 
     result, table, cal_result = run_profile(device_spec, ProfileOptions(
         space=space_name, resolutions=_resolutions_text(res_text), out=out, benchmark_binary=benchmark_binary,
         resume=resume, force=force, cache_dir=cache_dir, jobs=jobs, progress=progress, calibrate=n_cal, calibrate_seed=calibrate_seed,
-        command=_command_line()), on_start=started)
+        precision=precision, command=_command_line()), on_start=started)
     d = result.to_dict()
     d["calibration"] = table.calibration.to_dict() if table.calibration else None
     if d["calibration"]:
@@ -314,7 +318,8 @@ def profile(device_spec, space_name, res_text, out, benchmark_binary, resume, fo
         d["calibration_summary"] = cal_result.summary()
 
     def human(r):
-        lines = [f"profiled {r['entries']} blocks of {r['space']} at {r['resolutions']} on {r['device']} "
+        prec = f"{r['precision']} " if r["precision"] != "fp32" else ""
+        lines = [f"profiled {r['entries']} {prec}blocks of {r['space']} at {r['resolutions']} on {r['device']} "
                  f"({r['measured']} measured, {r['resumed']} from the journal) in {r['elapsed_s']:.1f} s "
                  f"-> {r['out']}"]
         if r["noisy"]:
@@ -324,7 +329,9 @@ def profile(device_spec, space_name, res_text, out, benchmark_binary, resume, fo
             lines.append(f"calibration: {describe_calibration(c)}")
         if r.get("calibration_summary"):
             lines.append(r["calibration_summary"])
-        lines.append(f"next: nagkit build --budget B --export tflite --device {r['device']}")
+        export = "tflite" if r["precision"] == "fp32" else f"tflite-{r['precision']}"
+        lines.append(f"next: nagkit build --budget B --export {export} --device {r['device']} "
+                     "(with this table in the workspace's nagkit.toml)")
         return "\n".join(lines)
 
     emit(d, as_json, human)

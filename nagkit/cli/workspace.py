@@ -10,7 +10,7 @@ from nagkit.cli.options import emit, json_option, verbosity_option
 @click.command("init")
 @click.argument("dest", required=False)
 @click.option("--from", "source", default=None,
-              help="Workspace to copy: a preset (fmnist, ofa-note10, ofa-cpu-w1.0), a name or a folder "
+              help="Workspace to copy: a preset (fmnist, fmnist-int8, ofa-note10, ofa-cpu-w1.0), a name or a folder "
                    "(default: the default workspace).")
 @click.option("--latency-table", "latency_table", default=None, type=click.Path(dir_okay=False),
               help="Re-target the copy to this latency table (e.g. one `nagkit profile` made); the copied "

@@ -27,14 +27,13 @@ import numpy as np
 from nagkit.io import sha256_file
 from nagkit.errors import BadInputError, UnknownNameError
 from nagkit.export.parity import DEFAULT_RTOL, ParityError, ParityResult, check_parity, seeded_inputs
-from nagkit.runtimes.convert import IO_NAMES, to_onnx, to_onnx_int8, to_tflite, to_tflite_int8  # noqa: F401
+from nagkit.runtimes.convert import IO_NAMES, PRECISIONS, to_onnx, to_onnx_int8, to_tflite, to_tflite_int8  # noqa: F401
 from nagkit.runtimes.models import load_model
 from nagkit.runtimes.versions import converter_versions, runtime_versions
 
 log = logging.getLogger(__name__)
 
 FORMATS = ("onnx", "tflite")
-PRECISIONS = ("fp32", "int8")
 INT8_FORMATS = ("onnx", "tflite")  # one of them per int8 bundle (tflite-int8 has int8 I/O, onnx-int8 float I/O)
 SUFFIX = {"onnx": ".onnx", "tflite": ".tflite"}
 CONVERTER = {"onnx": "torch.onnx", "tflite": "litert-torch"}

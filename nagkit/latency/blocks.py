@@ -22,7 +22,7 @@ from typing import Any
 
 from nagkit.errors import BadInputError
 from nagkit.latency.keys import block_key
-from nagkit.runtimes.convert import IO_NAMES, convert_module
+from nagkit.runtimes.convert import IO_NAMES, check_precision_name, convert_module
 from nagkit.runtimes.versions import format_versions
 from nagkit.space.arch import Arch
 from nagkit.space.layers import LayerSpec, layer_input_shape
@@ -81,17 +81,34 @@ def default_cache_dir() -> Path:
     return Path(base) / "blocks"
 
 
-class BlockCache:
-    """Converted one-block models on disk, keyed by block key + format + converter versions."""
+def check_format_precision(fmt: str, precision: str) -> str:
+    """``precision`` (see :data:`~nagkit.runtimes.convert.PRECISIONS`) for models of ``fmt``:
+    a torch module (what a CUDA device times) has no int8 form here."""
+    check_precision_name(precision)
+    if precision != "fp32" and fmt not in ("tflite", "onnx"):
+        raise BadInputError(f"precision {precision!r} needs a device that runs tflite or onnx models; this one "
+                            f"runs {fmt} models", hint="use --precision fp32 on this device, or profile a "
+                                                       "--device cpu (LiteRT or ONNX Runtime) or adb:SERIAL one")
+    return precision
 
-    def __init__(self, fmt: str, cache_dir: str | Path | None = None):
+
+def precision_dir(fmt: str, precision: str, tag: str) -> str:
+    """A cache folder name: ``<fmt>-<tag>`` for fp32 (as before precisions), else ``<fmt>-<precision>-<tag>``."""
+    return f"{fmt}-{tag}" if precision == "fp32" else f"{fmt}-{precision}-{tag}"
+
+
+class BlockCache:
+    """Converted one-block models on disk, keyed by block key + format + precision + converter versions."""
+
+    def __init__(self, fmt: str, cache_dir: str | Path | None = None, precision: str = "fp32"):
         if fmt not in FORMATS:
             raise BadInputError(f"model format {fmt!r} is not one of {', '.join(FORMATS)}")
         self.fmt = fmt
+        self.precision = check_format_precision(fmt, precision)
         self.versions = format_versions(fmt)
         tag = hashlib.sha256(repr(sorted(self.versions.items())).encode()).hexdigest()[:10]
         self.root = Path(cache_dir) if cache_dir else default_cache_dir()
-        self.dir = self.root / f"{fmt}-{tag}"
+        self.dir = self.root / precision_dir(fmt, precision, tag)
         self.hits = 0
         self.misses = 0
 
@@ -108,7 +125,7 @@ class BlockCache:
             return p
         self.misses += 1
         self.dir.mkdir(parents=True, exist_ok=True)
-        return convert_module(build_block(layer), layer_input_shape(layer), self.fmt, p)
+        return convert_module(build_block(layer), layer_input_shape(layer), self.fmt, p, precision=self.precision)
 
     def cached(self, key: str) -> bool:
         p = self.path_for(key)
@@ -119,7 +136,7 @@ class BlockCache:
         if self.fmt == "torch":
             return []
         self.dir.mkdir(parents=True, exist_ok=True)
-        return [("block", asdict(layer), self.fmt, str(self.path_for(key)))
+        return [("block", asdict(layer), self.fmt, str(self.path_for(key)), self.precision)
                 for key, layer in layers.items() if not self.cached(key)]
 
     def jobs_for(self, jobs: int | None) -> int | None:
@@ -142,18 +159,19 @@ class BlockCache:
         self.converted(len(tasks))
 
     def info(self) -> dict[str, Any]:
-        return {"dir": str(self.dir), "format": self.fmt, "versions": self.versions,
+        return {"dir": str(self.dir), "format": self.fmt, "precision": self.precision, "versions": self.versions,
                 "hits": self.hits, "misses": self.misses}
 
 
 def convert_task(task: tuple) -> str:
-    """One conversion in a worker process: ``("block", layer_dict, fmt, path)`` or
-    ``("net", (space_dict, arch_str, seed), fmt, path)``."""
-    kind, payload, fmt, path = task
+    """One conversion in a worker process: ``("block", layer_dict, fmt, path[, precision])`` or
+    ``("net", (space_dict, arch_str, seed), fmt, path[, precision])`` (precision default fp32)."""
+    kind, payload, fmt, path, *rest = task
+    precision = rest[0] if rest else "fp32"
     logging.getLogger().setLevel(logging.ERROR)
     if kind == "block":
         layer = LayerSpec(**payload)
-        convert_module(build_block(layer), layer_input_shape(layer), fmt, Path(path))
+        convert_module(build_block(layer), layer_input_shape(layer), fmt, Path(path), precision=precision)
     else:
         from nagkit.supernet.static import StaticNet
 
@@ -161,7 +179,8 @@ def convert_task(task: tuple) -> str:
         space = SearchSpace.from_dict(space_d)
         arch = space.parse_arch(arch_s)
         net = StaticNet.from_arch(space, arch, seed=seed)
-        convert_module(net, (1, space.in_channels, arch.r, arch.r), fmt, Path(path), names=IO_NAMES)  # as exported
+        convert_module(net, (1, space.in_channels, arch.r, arch.r), fmt, Path(path), names=IO_NAMES,
+                       precision=precision)  # as exported
     return path
 
 

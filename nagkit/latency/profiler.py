@@ -35,7 +35,7 @@ from typing import Any
 from nagkit.devices.base import prepare_device
 from nagkit.errors import ArtifactError, BadInputError, DeviceError, short_repr
 from nagkit.io import check_out_path
-from nagkit.latency.blocks import BlockCache, default_jobs, unique_layers
+from nagkit.latency.blocks import BlockCache, check_format_precision, default_jobs, unique_layers
 from nagkit.latency.progress import progress_bar
 from nagkit.latency.table import LatencyTable, stats_problem, utc_now
 from nagkit.space.layers import LayerSpec, layer_input_shape
@@ -52,11 +52,11 @@ def journal_path(out: str | Path) -> Path:
     return out.with_name(out.name + ".journal.jsonl")
 
 
-def device_identity(device) -> dict[str, Any]:
-    """What must match for a journal to be resumed on ``device``."""
+def device_identity(device, precision: str = "fp32") -> dict[str, Any]:
+    """What must match for a journal to be resumed on ``device`` (at ``precision``)."""
     rt = device.runtime_info() or {}
     return {"spec": str(device.spec), "kind": device.kind, "model_format": device.model_format,
-            "runtime": rt.get("name"), "threads": rt.get("threads")}
+            "runtime": rt.get("name"), "threads": rt.get("threads"), "precision": precision}
 
 
 class Journal:
@@ -190,8 +190,9 @@ def _fsync_dir(d: Path) -> None:
 
 def check_journal_matches(j: Journal, ident: Mapping[str, Any], space: SearchSpace) -> None:
     theirs = j.header.get("device_identity", {})
+    theirs = {"precision": "fp32", **theirs}  # journals from before precisions are fp32
     diffs = [f"{k}: journal {short_repr(theirs.get(k))} vs now {short_repr(ident.get(k))}"
-             for k in ("spec", "model_format", "runtime", "threads") if theirs.get(k) != ident.get(k)]
+             for k in ("spec", "model_format", "runtime", "threads", "precision") if theirs.get(k) != ident.get(k)]
     if diffs:
         raise BadInputError(
             f"profile journal {str(j.path)!r} was made for device {short_repr(theirs.get('spec'))}, not "
@@ -238,6 +239,7 @@ class ProfileResult:
                 "measured": len(self.measured), "resumed": len(self.resumed),
                 "elapsed_s": round(self.elapsed_s, 3), "cache": self.cache,
                 "device": self.table.device.get("spec"), "space": self.table.space_name,
+                "precision": self.table.precision,
                 "resolutions": list(self.table.resolutions),
                 "noisy": self.table.provenance.get("noisy_blocks", [])}
 
@@ -252,29 +254,36 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", str(text).lower()).strip("-.") or "device"
 
 
-def default_table_path(device, facts: Mapping[str, Any], space: SearchSpace, folder: str | Path = TABLES_DIR) -> Path:
-    """``<folder>/<model>-<runtime>-<space>.json`` for a device (``facts`` from ``prepare``)."""
+def default_table_path(device, facts: Mapping[str, Any], space: SearchSpace, folder: str | Path = TABLES_DIR,
+                       precision: str = "fp32") -> Path:
+    """``<folder>/<model>-<runtime>[-<precision>]-<space>.json`` for a device (``facts`` from
+    ``prepare``); fp32 tables carry no precision in the name."""
     model = facts.get("model") or facts.get("gpu") or facts.get("cpu_model") or device.kind
     runtime = (device.runtime_info() or {}).get("name") or device.model_format
     runtime = {"tflite-benchmark_model": "tflite", "torch-cuda": "cuda"}.get(runtime, runtime)
-    return Path(folder) / f"{_slug(model)}-{_slug(runtime)}-{_slug(space.name)}.json"
+    prec = "" if precision == "fp32" else f"-{precision}"
+    return Path(folder) / f"{_slug(model)}-{_slug(runtime)}{prec}-{_slug(space.name)}.json"
 
 
 def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | Path | None = None, *,
             resume: bool = False, force: bool = False, cfg=None, cache_dir: str | Path | None = None,
             progress: bool = True, command: str | None = None, jobs: int | None = None,
-            on_start: Callable[[Path, Mapping[str, Any]], None] | None = None) -> ProfileResult:
+            on_start: Callable[[Path, Mapping[str, Any]], None] | None = None,
+            precision: str = "fp32") -> ProfileResult:
     """Measure every unique block of ``space`` at ``resolutions`` on ``device`` into ``out``
     (default :func:`default_table_path`); see the module doc. ``on_start(out, facts)`` is
-    called once the device has been checked, before any conversion."""
+    called once the device has been checked, before any conversion. ``precision="int8"``:
+    every block is quantized as an int8 bundle is (``nagkit.runtimes.convert.convert_module``)
+    and the table says it is an int8 table."""
     t0 = time.perf_counter()
+    check_format_precision(device.model_format, precision)  # before the device is contacted
     facts, on_host = prepare_device(device)  # first: fail in seconds, before any conversion
-    out = Path(out) if out is not None else default_table_path(device, facts, space)
+    out = Path(out) if out is not None else default_table_path(device, facts, space, precision=precision)
     check_out_path(out)  # --out below an existing file: refused before any work (issue 13 D5)
     res = sorted({int(r) for r in resolutions})
     layers = unique_layers(space, res)
     jpath = journal_path(out)
-    ident = device_identity(device)
+    ident = device_identity(device, precision)
     if on_start is not None:
         on_start(out, facts)
     with journal_lock(jpath):
@@ -284,7 +293,7 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
         "journal": str(jpath), "block_cache": cache.info(), "command": command,
         "measure_config": cfg.to_dict() if cfg is not None else "device default",
         "measured_this_run": len(measured), "resumed_from_journal": len(resumed),
-        "pipelined": not on_host, "elapsed_s": round(time.perf_counter() - t0, 3)})
+        "pipelined": not on_host, "elapsed_s": round(time.perf_counter() - t0, 3)}, precision=precision)
     table.save(out)
     return ProfileResult(LatencyTable.load(out), out, jpath, measured, resumed,
                          time.perf_counter() - t0, cache.info())
@@ -312,7 +321,7 @@ def _open_journal(jpath: Path, ident, space, resume: bool, force: bool, command)
 def _run(device, space, layers, jpath: Path, ident, resume: bool, force: bool, cfg, cache_dir, progress: bool,
          command, jobs, pipeline: bool = False):
     journal = _open_journal(jpath, ident, space, resume, force, command)
-    cache = BlockCache(device.model_format, cache_dir)
+    cache = BlockCache(device.model_format, cache_dir, ident.get("precision", "fp32"))
     todo = [(k, l) for k, l in layers.items() if k not in journal.blocks]
     resumed = [k for k in layers if k in journal.blocks]
     if resumed:
@@ -375,7 +384,8 @@ def _layer_dict(layer: LayerSpec) -> dict[str, Any]:
 
 
 def build_table(device, space: SearchSpace, res: list[int], journal: Journal,
-                layers: Mapping[str, LayerSpec], provenance_extra: Mapping[str, Any]) -> LatencyTable:
+                layers: Mapping[str, LayerSpec], provenance_extra: Mapping[str, Any],
+                precision: str = "fp32") -> LatencyTable:
     """The table of every journalled block the space needs at ``res``."""
     entries, noisy = {}, []
     for key in layers:
@@ -389,7 +399,7 @@ def build_table(device, space: SearchSpace, res: list[int], journal: Journal,
     prov = {"source": "nagkit profile", "versions": versions(), "host": platform.node(),
             "argv": sys.argv[1:], "noisy_blocks": noisy, **provenance_extra}
     return LatencyTable.create(space, entries, device=info, runtime=dict(device.runtime_info() or {}),
-                               resolutions=res, stat="median_ms", provenance=prov)
+                               resolutions=res, stat="median_ms", provenance=prov, precision=precision)
 
 
 def _count_lines(p: Path) -> int:

@@ -9,9 +9,13 @@ File format (JSON)::
 
     {"format": "nagkit-latency-table", "schema": 1, "device": {...}, "runtime": {...},
      "space": {"name": ..., "spec": {SearchSpace.to_dict()}}, "resolutions": [224, ...],
-     "created": "2026-...Z", "stat": "median_ms",
+     "created": "2026-...Z", "stat": "median_ms", "precision": "fp32" | "int8",
      "entries": {key: {"median_ms", "mean_ms", "std_ms", "p10_ms", "p90_ms", "n"}},
      "entries_sha256": "...", "calibration": null | {...}, "provenance": {...}}
+
+``precision`` is what the blocks were measured as: ``int8`` tables (``nagkit profile --precision
+int8``) time every block quantized, and predict int8 bundles only; tables written before it
+existed have none and are fp32.
 
 ``entries_sha256`` is a sha256 over the canonical JSON of ``entries``; :meth:`LatencyTable.load`
 recomputes and checks it. ``space_sha256`` does the same for ``space`` (name and spec); tables
@@ -54,6 +58,7 @@ from nagkit.io import atomic_write_json
 from nagkit.latency.calibration_model import Calibration, check_positive
 from nagkit.latency.keys import block_key, scoped
 # STAT_FIELDS, space_digest and stats_problem are also nagkit.latency.table's public names
+from nagkit.runtimes.convert import PRECISIONS, check_precision_name
 from nagkit.latency.table_checks import (STAT_FIELDS, _check_entry, _check_space, _read_calibration, _rebuild_hint,  # noqa: F401
                                          space_digest, stats_problem)
 from nagkit.space.arch import MAX_VALUE, Arch
@@ -93,12 +98,14 @@ class LatencyTable:
     created: str = field(default_factory=utc_now)
     calibration: Calibration | None = None
     provenance: dict[str, Any] = field(default_factory=dict)
+    precision: str = "fp32"
     path: Path | None = field(default=None, compare=False)
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.stat not in PREDICT_STATS:
             raise BadInputError(f"table stat {self.stat!r} is not one of {', '.join(PREDICT_STATS)}")
+        check_precision_name(self.precision)
         object.__setattr__(self, "resolutions", tuple(int(r) for r in self.resolutions))
 
     # -- construction --------------------------------------------------------------------
@@ -106,12 +113,12 @@ class LatencyTable:
     def create(cls, space: SearchSpace, entries: Mapping[str, Mapping[str, Any]], *,
                device: Mapping[str, Any], runtime: Mapping[str, Any], resolutions: Iterable[int],
                stat: str = "median_ms", provenance: Mapping[str, Any] | None = None,
-               calibration: Calibration | None = None) -> LatencyTable:
+               calibration: Calibration | None = None, precision: str = "fp32") -> LatencyTable:
         ents = {k: _check_entry(k, dict(v), stat, "<new table>") for k, v in entries.items()}
         return cls(device=dict(device), runtime=dict(runtime), space_name=space.name,
                    space_spec=space.to_dict(), resolutions=tuple(sorted(set(resolutions))),
                    entries=dict(sorted(ents.items())), stat=stat, calibration=calibration,
-                   provenance=dict(provenance or {}))
+                   provenance=dict(provenance or {}), precision=precision)
 
     def with_calibration(self, calibration: Calibration | None) -> LatencyTable:
         return replace(self, calibration=calibration, _cache={})
@@ -130,6 +137,7 @@ class LatencyTable:
             "resolutions": list(self.resolutions),
             "created": self.created,
             "stat": self.stat,
+            "precision": self.precision,
             "entries": self.entries,
             "entries_sha256": entries_digest(self.entries),
             "space_sha256": space_digest(self.space_name, self.space_spec),
@@ -229,8 +237,12 @@ class LatencyTable:
                 f"latency table {src!r} fails its integrity check: the entries' sha256 is "
                 f"{digest[:12]}…, the file records {obj['entries_sha256'][:12]}… (edited or corrupted)",
                 hint=_rebuild_hint(path, obj))
+        precision = obj.get("precision", "fp32")  # tables from before precisions are fp32
+        if precision not in PRECISIONS:
+            raise ArtifactError(f"latency table {src!r}: precision {short_repr(precision)} is not one of "
+                                f"{', '.join(PRECISIONS)}", hint=_rebuild_hint(path, obj))
         cal = _read_calibration(obj["calibration"], src, path, obj)
-        table = cls(device=obj["device"], runtime=obj["runtime"], space_name=sp["name"],
+        table = cls(precision=precision, device=obj["device"], runtime=obj["runtime"], space_name=sp["name"],
                     space_spec=sp["spec"], resolutions=tuple(res), entries=entries, stat=obj["stat"],
                     created=obj["created"], calibration=cal, provenance=obj["provenance"], path=path)
         if cal is not None:  # issue 12: no table predicts a latency <= 0
@@ -404,6 +416,7 @@ class LatencyTable:
             "resolutions": list(self.resolutions),
             "created": self.created,
             "stat": self.stat,
+            "precision": self.precision,
             "n_entries": len(self.entries),
             "calibration": self.calibration.to_dict() if self.calibration else None,
             "provenance": self.provenance,

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from nagkit.errors import BadInputError
-from nagkit.latency.blocks import FORMATS, default_cache_dir
+from nagkit.latency.blocks import FORMATS, check_format_precision, default_cache_dir, precision_dir
 from nagkit.runtimes.convert import IO_NAMES
 from nagkit.runtimes.versions import format_versions
 from nagkit.latency.progress import progress_bar
@@ -68,12 +68,13 @@ def random_archs(space: SearchSpace, n: int, seed: int, resolutions: Sequence[in
 class NetworkCache:
     """Converted whole networks on disk, keyed by space, arch and converter versions."""
 
-    def __init__(self, fmt: str, cache_dir: str | Path | None = None):
+    def __init__(self, fmt: str, cache_dir: str | Path | None = None, precision: str = "fp32"):
         self.fmt = fmt
+        self.precision = check_format_precision(fmt, precision)
         self.versions = format_versions(fmt) if fmt != "torch" else {}
         tag = hashlib.sha256((repr(sorted(self.versions.items())) + repr(IO_NAMES)).encode()).hexdigest()[:10]
         root = Path(cache_dir) if cache_dir else default_cache_dir().parent
-        self.dir = root / "nets" / f"{fmt}-{tag}"
+        self.dir = root / "nets" / precision_dir(fmt, precision, tag)
         self.hits = self.misses = 0
 
     def path_for(self, space: SearchSpace, arch: Arch) -> Path:
@@ -91,7 +92,8 @@ class NetworkCache:
         if not todo:
             return
         self.path_for(space, todo[0]).parent.mkdir(parents=True, exist_ok=True)
-        tasks = [("net", (space.to_dict(), str(a), seed), self.fmt, str(self.path_for(space, a))) for a in todo]
+        tasks = [("net", (space.to_dict(), str(a), seed), self.fmt, str(self.path_for(space, a)), self.precision)
+                 for a in todo]
         convert_many(tasks, jobs=jobs, progress=progress, label="convert networks")
         self.misses += len(todo)
         self.hits -= len(todo)
@@ -113,7 +115,8 @@ class NetworkCache:
         from nagkit.runtimes.convert import IO_NAMES, convert_module
 
         net = StaticNet.from_arch(space, arch, seed=seed)
-        return convert_module(net, (1, space.in_channels, arch.r, arch.r), self.fmt, p, names=IO_NAMES)
+        return convert_module(net, (1, space.in_channels, arch.r, arch.r), self.fmt, p, names=IO_NAMES,
+                              precision=self.precision)
 
 
 NETWORK_PASSES = 3  # every network is measured once per pass over the whole list
@@ -123,9 +126,10 @@ NOISY_PASS_DEV = 0.03  # passes agree when within 3% of the median of the networ
 
 def measure_networks(device, space: SearchSpace, archs: Sequence[Arch], *, cfg=None,
                      cache_dir: str | Path | None = None, progress: bool = True, label: str = "measure",
-                     jobs: int | None = None, passes: int = NETWORK_PASSES, extra_passes: int = EXTRA_PASSES):
+                     jobs: int | None = None, passes: int = NETWORK_PASSES, extra_passes: int = EXTRA_PASSES,
+                     precision: str = "fp32"):
     """(LatencyStats per arch, info): every arch measured end to end on ``device``, the way the
-    latency benchmark does it.
+    latency benchmark does it, converted at ``precision`` (a table's own: int8 networks for an int8 table).
 
     Networks are converted first (all of them, before any timing). Then every arch is measured
     once per pass over the whole list, so a burst of load elsewhere hits one pass of an arch, not
@@ -136,7 +140,7 @@ def measure_networks(device, space: SearchSpace, archs: Sequence[Arch], *, cfg=N
     :func:`network_noise` of the passes: what one measurement of a network varies by here."""
     if passes < 1 or extra_passes < 0:
         raise BadInputError(f"passes must be >= 1 and extra passes >= 0, got {passes} and {extra_passes}")
-    cache = NetworkCache(device.model_format, cache_dir)
+    cache = NetworkCache(device.model_format, cache_dir, precision)
     cache.prepare(space, archs, jobs=jobs, progress=progress)
     per: list[list] = [[] for _ in archs]
 
@@ -168,7 +172,7 @@ def measure_networks(device, space: SearchSpace, archs: Sequence[Arch], *, cfg=N
     if still:
         log.warning("%s: %d of %d network(s) stayed noisy after %d extra pass(es)", label, len(still), len(archs),
                     extra_passes)
-    return out, {"dir": str(cache.dir), "hits": cache.hits, "misses": cache.misses, "passes": passes,
+    return out, {"dir": str(cache.dir), "precision": precision, "hits": cache.hits, "misses": cache.misses, "passes": passes,
                  "extra_passes": extra_passes, "noise": noise}
 
 
@@ -233,7 +237,8 @@ def calibrate(table: LatencyTable, device, space: SearchSpace, n: int | None = N
     archs = random_archs(space, plan.n, seed, res, exclude=exclude)
     table.predict_many(space, archs, calibrated=False)  # fail on a missing key before measuring
     stats, cinfo = measure_networks(device, space, archs, cfg=cfg, cache_dir=cache_dir, progress=progress,
-                                    label="calibrate", jobs=jobs, passes=passes, extra_passes=extra_passes)
+                                    label="calibrate", jobs=jobs, passes=passes, extra_passes=extra_passes,
+                                    precision=table.precision)
     meas = np.array([s.median_ms for s in stats])
     result = calibrate_measured(
         table, space, archs, meas, plan=plan, shrinkage=DEFAULT_SHRINKAGE if shrinkage is None else shrinkage,
@@ -271,7 +276,8 @@ def validate(table: LatencyTable, device, space: SearchSpace, n: int, seed: int 
     archs = random_archs(space, n, seed, resolutions or _table_res(table, space))
     table.predict_many(space, archs, calibrated=False)  # fail on a missing key before measuring
     stats, cinfo = measure_networks(device, space, archs, cfg=cfg, cache_dir=cache_dir, progress=progress,
-                                    label="validate", jobs=jobs, passes=passes, extra_passes=extra_passes)
+                                    label="validate", jobs=jobs, passes=passes, extra_passes=extra_passes,
+                                    precision=table.precision)
     return validation_report(table, space, archs, stats, device=str(device.spec), seed=seed, network_cache=cinfo)
 
 

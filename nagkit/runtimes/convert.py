@@ -32,6 +32,11 @@ log = logging.getLogger(__name__)
 
 ONNX_OPSET = 17
 IO_NAMES = ("image", "logits")  # the input and output tensors of every exported whole network, both formats
+#: What a model's weights and activations are: a table, a block cache and a bundle each have one.
+PRECISIONS = ("fp32", "int8")
+#: The representative inputs :func:`convert_module` quantizes a latency model with (seeded normal):
+#: they set the activation ranges, which change no operator, so not the latency either.
+LATENCY_CALIBRATION_INPUTS = 4
 
 
 class ConversionError(NagkitError):
@@ -316,18 +321,44 @@ def _named(module, output: str):
     return Named().eval()
 
 
+def check_precision_name(precision: str) -> str:
+    """``precision`` if nagkit knows it, else :class:`~nagkit.registry.UnknownNameError` (exit 2)."""
+    from nagkit.errors import UnknownNameError
+
+    if precision not in PRECISIONS:
+        if precision == "fp16":
+            from nagkit.errors import BadInputError
+
+            raise BadInputError("precision 'fp16' is not supported yet (float16 weights need their own converter "
+                                f"path; docs/decisions.md 23); valid: {', '.join(PRECISIONS)}",
+                                hint="use --precision fp32 or --precision int8")
+        raise UnknownNameError("precision", precision, PRECISIONS,
+                               hint="fp32 is the default; int8 is full-integer (e.g. --precision int8)")
+    return precision
+
+
 def convert_module(module, input_shape: tuple[int, ...], fmt: str, path: str | os.PathLike, *,
-                   names: tuple[str, str] | None = None) -> Path:
+                   names: tuple[str, str] | None = None, precision: str = "fp32") -> Path:
     """Convert ``module`` to ``fmt`` (``tflite`` or ``onnx``) at ``path``, with a seeded
     standard-normal example input of ``input_shape`` (NCHW); ``names``: the input and output
-    tensor names (:data:`IO_NAMES` for whole networks, as exported; None: the converter's)."""
+    tensor names (:data:`IO_NAMES` for whole networks, as exported; None: the converter's).
+    ``precision="int8"``: quantized as an int8 bundle is (:func:`to_tflite_int8`,
+    :func:`to_onnx_int8`), with :data:`LATENCY_CALIBRATION_INPUTS` seeded normal inputs as the
+    representative data: a model for timing, whose graph is the bundle's (only the scales differ)."""
     import torch
 
     from nagkit.errors import BadInputError
 
     if fmt not in ("tflite", "onnx"):
         raise BadInputError(f"cannot convert to {fmt!r}; valid: tflite, onnx")
-    example = torch.randn(*input_shape, generator=torch.Generator().manual_seed(0))
+    check_precision_name(precision)
+    gen = torch.Generator().manual_seed(0)
+    example = torch.randn(*input_shape, generator=gen)
+    if precision == "int8":
+        cal = torch.randn(LATENCY_CALIBRATION_INPUTS, *input_shape[1:], generator=gen).numpy()
+        if fmt == "tflite":
+            return to_tflite_int8(module, example, cal, Path(path), names=names)
+        return to_onnx_int8(module, example, cal, Path(path), **({"names": names} if names else {}))
     if fmt == "tflite":
         return to_tflite(module, example, Path(path), names=names)
     return to_onnx(module, example, Path(path), **({"names": names} if names else {}))
