@@ -55,7 +55,7 @@ def int8_bundle(tmp_path_factory):
     torch.set_num_threads(1)
     try:
         out = tmp_path_factory.mktemp("int8") / "bundle"
-        res = build(2.0, workspace="fmnist", options=BuildOptions(formats="tflite-int8", out=out))
+        res = build(1.0, workspace="fmnist", options=BuildOptions(formats="tflite-int8", out=out))
     finally:
         torch.set_num_threads(n)
     return out, res, json.loads((out / "manifest.json").read_text())
