@@ -44,14 +44,13 @@ def machine() -> dict:
 
 
 def kernels(arch: str) -> dict:
-    """How many blocks use each kernel size and expand ratio (arch strings: r36-k5e6.k3e6-...)."""
-    blocks = [b for stage in arch.split("-")[1:] for b in stage.split(".")]
-    out: dict[str, int] = {}
-    for b in blocks:
-        k, e = b[1:].split("e")
-        out[f"k{k}"] = out.get(f"k{k}", 0) + 1
-        out[f"e{e}"] = out.get(f"e{e}", 0) + 1
-    return dict(sorted(out.items()))
+    """How many blocks use each kernel size and expand ratio."""
+    from collections import Counter
+
+    from nagkit.space.presets import get_space
+
+    blocks = [b for st in get_space("fmnist-mbv3-w0.5").parse_arch(arch).stages for b in st]
+    return dict(sorted((Counter(f"k{k}" for k, _ in blocks) + Counter(f"e{e}" for _, e in blocks)).items()))
 
 
 def one_build(budget: float, seed: int, quantize_after: bool, where: Path) -> dict:
