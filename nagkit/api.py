@@ -31,18 +31,19 @@ __all__ = ["build", "check", "generate", "profile"]
 def profile(device: Any, *, space: str | None = None, resolutions: Sequence[int] | None = None,
             out: str | Path | None = None, benchmark_binary: str | None = None, resume: bool = False,
             force: bool = False, calibrate: int = 0, cache_dir: str | Path | None = None, jobs: int | None = None,
-            progress: bool = False, precision: str = "fp32"):
+            progress: bool = False, precision: str = "fp32", block_passes: int | None = None):
     """Measure ``device`` (a spec such as ``"adb:SERIAL"`` or ``"cpu"``, a profile, or an open
     device) block by block into a latency table, as ``nagkit profile`` does: the device is
     checked first, a phone measures while the host converts; ``precision="int8"`` times every
-    block quantized (an int8 table). Returns the
+    block quantized (an int8 table); ``block_passes``: passes over the blocks, the best of each
+    recorded (default 3 on this machine's CPU, 1 on a phone). Returns the
     :class:`~nagkit.latency.profiler.ProfileResult` (``.out`` the table's path, ``.table``)."""
     from nagkit.app.profile import ProfileOptions, run_profile
 
     result, _, _ = run_profile(device, ProfileOptions(
         space=space, resolutions=resolutions, out=out, benchmark_binary=benchmark_binary, resume=resume, force=force,
         cache_dir=cache_dir, jobs=jobs, progress=progress, calibrate=calibrate, precision=precision,
-        command="nagkit.profile()"))
+        block_passes=block_passes, command="nagkit.profile()"))
     return result
 
 

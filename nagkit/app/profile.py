@@ -25,7 +25,9 @@ class ProfileOptions:
     ``benchmark_binary``: a phone's ``benchmark_model`` to push; ``calibrate``: then measure N
     whole networks and calibrate the table on them (``"default"``: the default count; 0 or None:
     no calibration; adopted only if it beats the raw block sum on held-out networks);
-    ``precision``: ``fp32`` or ``int8`` (blocks and networks quantized, an int8 table)."""
+    ``precision``: ``fp32`` or ``int8`` (blocks and networks quantized, an int8 table);
+    ``block_passes``: passes over the blocks, the best recorded (default: 3 on this machine's
+    CPU, 1 on a phone; :mod:`nagkit.latency.passes`)."""
 
     space: str | None = None
     resolutions: Sequence[int] | None = None
@@ -39,6 +41,7 @@ class ProfileOptions:
     calibrate: int | str | None = 0
     calibrate_seed: int = 1
     precision: str = "fp32"
+    block_passes: int | None = None
     command: str | None = None
 
 
@@ -102,6 +105,9 @@ def run_profile(device, options: ProfileOptions = ProfileOptions(), *,
     from nagkit.runtimes.convert import check_precision_name
 
     check_precision_name(o.precision)  # an unknown precision: refused before the device is opened
+    from nagkit.latency.profiler import check_passes
+
+    check_passes(o.block_passes, None)
     sp = space_from_arg(o.space or default_space_name())
     res = sorted({int(r) for r in o.resolutions}) if o.resolutions else list(sp.resolutions)
     bad = [r for r in res if r not in sp.resolutions]
@@ -113,7 +119,7 @@ def run_profile(device, options: ProfileOptions = ProfileOptions(), *,
     try:
         result = profile(dev, sp, res, o.out, resume=o.resume, force=o.force, cache_dir=o.cache_dir,
                          progress=o.progress, command=o.command, jobs=o.jobs, on_start=start,
-                         precision=o.precision)
+                         precision=o.precision, passes=o.block_passes)
         table, cal = result.table, None
         if o.calibrate:  # None or 0: no calibration; "default": the default count
             from nagkit.latency.validate import calibrate

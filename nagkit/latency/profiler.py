@@ -15,7 +15,9 @@ unreachable phone or a missing ``benchmark_model`` fails in seconds, before any 
 Then, on a device that measures on its own (a phone), conversion and measurement run as a
 pipeline: worker processes convert blocks while the phone measures those already converted. On
 a device that measures on this machine's CPU, every conversion finishes before timing starts,
-so conversions never disturb measurements. Without ``out``, the table goes to
+so conversions never disturb measurements, and every block is measured in several passes over
+the list, its best pass recorded (:mod:`nagkit.latency.passes`): other work on a shared machine
+only ever slows a run down. Without ``out``, the table goes to
 ``latency_tables/<model>-<runtime>-<space>.json`` (:func:`default_table_path`).
 """
 
@@ -62,10 +64,12 @@ def device_identity(device, precision: str = "fp32") -> dict[str, Any]:
 class Journal:
     """Append-only, fsync'd JSON-lines record of measured blocks."""
 
-    def __init__(self, path: Path, header: dict[str, Any], blocks: dict[str, dict[str, Any]]):
+    def __init__(self, path: Path, header: dict[str, Any], blocks: dict[str, dict[str, Any]],
+                 passes: dict[str, list[dict[str, Any]]] | None = None):
         self.path = path
         self.header = header
-        self.blocks = blocks
+        self.blocks = blocks  # key -> its first record (the block has been measured)
+        self.passes = passes if passes is not None else {k: [r] for k, r in blocks.items()}  # key -> every record
 
     @classmethod
     def create(cls, path: Path, header: dict[str, Any]) -> Journal:
@@ -111,6 +115,7 @@ class Journal:
             raise ArtifactError(f"profile journal {str(path)!r} has schema {short_repr(recs[0].get('schema'))}; "
                                 f"this nagkit writes schema {JOURNAL_SCHEMA}", hint="delete it and start over")
         blocks: dict[str, dict[str, Any]] = {}
+        passes: dict[str, list[dict[str, Any]]] = {}
         for i, r in enumerate(recs[1:], start=2):
             if not isinstance(r, dict) or r.get("type") != "block" or not isinstance(r.get("key"), str) \
                     or not isinstance(r.get("stats"), dict):
@@ -121,7 +126,8 @@ class Journal:
                 log.warning("journal %s line %d: block %s %s; it will be measured again", path, i,
                             short_repr(r["key"]), problem)
                 continue
-            blocks[r["key"]] = r
+            blocks.setdefault(r["key"], r)
+            passes.setdefault(r["key"], []).append(r)
         if good_len < len(data):
             with open(path, "r+b") as f:
                 f.truncate(good_len)
@@ -132,7 +138,7 @@ class Journal:
                 f.write(b"\n")
                 f.flush()
                 os.fsync(f.fileno())
-        return cls(path, recs[0], blocks)
+        return cls(path, recs[0], blocks, passes)
 
     def append(self, key: str, stats: Mapping[str, Any], **extra: Any) -> None:
         rec = {"type": "block", "key": key, "stats": dict(stats), "t": utc_now(), **extra}
@@ -141,7 +147,8 @@ class Journal:
             f.write(line)
             f.flush()
             os.fsync(f.fileno())
-        self.blocks[key] = rec
+        self.blocks.setdefault(key, rec)
+        self.passes.setdefault(key, []).append(rec)
 
 
 class journal_lock:
@@ -241,7 +248,8 @@ class ProfileResult:
                 "device": self.table.device.get("spec"), "space": self.table.space_name,
                 "precision": self.table.precision,
                 "resolutions": list(self.table.resolutions),
-                "noisy": self.table.provenance.get("noisy_blocks", [])}
+                "noisy": self.table.provenance.get("noisy_blocks", []),
+                "passes": self.table.provenance.get("block_passes")}
 
 
 Progress = Callable[[str, int, int], None]
@@ -269,13 +277,20 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
             resume: bool = False, force: bool = False, cfg=None, cache_dir: str | Path | None = None,
             progress: bool = True, command: str | None = None, jobs: int | None = None,
             on_start: Callable[[Path, Mapping[str, Any]], None] | None = None,
-            precision: str = "fp32") -> ProfileResult:
+            precision: str = "fp32", passes: int | None = None, extra_passes: int | None = None) -> ProfileResult:
     """Measure every unique block of ``space`` at ``resolutions`` on ``device`` into ``out``
     (default :func:`default_table_path`); see the module doc. ``on_start(out, facts)`` is
     called once the device has been checked, before any conversion. ``precision="int8"``:
     every block is quantized as an int8 bundle is (``nagkit.runtimes.convert.convert_module``)
-    and the table says it is an int8 table."""
+    and the table says it is an int8 table.
+
+    ``passes``: every block is measured once per pass over the list and the table records its
+    best pass (:mod:`nagkit.latency.passes`), with up to ``extra_passes`` more passes over the
+    blocks no other pass confirms. Default: :data:`~nagkit.latency.passes.PASSES` (and
+    ``EXTRA_PASSES``) on a device that measures on this machine's CPU, which other work shares;
+    1 on a phone, which measures alone and whose ``benchmark_model`` runs are long."""
     t0 = time.perf_counter()
+    passes, extra_passes = check_passes(passes, extra_passes)
     check_format_precision(device.model_format, precision)  # before the device is contacted
     facts, on_host = prepare_device(device)  # first: fail in seconds, before any conversion
     out = Path(out) if out is not None else default_table_path(device, facts, space, precision=precision)
@@ -284,15 +299,26 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
     layers = unique_layers(space, res)
     jpath = journal_path(out)
     ident = device_identity(device, precision)
+    if passes is None:
+        from nagkit.latency.passes import EXTRA_PASSES, PASSES
+
+        passes = PASSES if on_host else 1
+        extra_passes = (EXTRA_PASSES if passes > 1 else 0) if extra_passes is None else extra_passes
+    elif extra_passes is None:
+        from nagkit.latency.passes import EXTRA_PASSES
+
+        extra_passes = EXTRA_PASSES if passes > 1 else 0
     if on_start is not None:
         on_start(out, facts)
     with journal_lock(jpath):
-        journal, cache, measured, resumed = _run(device, space, layers, jpath, ident, resume, force, cfg,
-                                                 cache_dir, progress, command, jobs, pipeline=not on_host)
+        journal, cache, measured, resumed, n_meas = _run(device, space, layers, jpath, ident, resume, force, cfg,
+                                                         cache_dir, progress, command, jobs, pipeline=not on_host,
+                                                         passes=passes, extra_passes=extra_passes)
     table = build_table(device, space, res, journal, layers, provenance_extra={
         "journal": str(jpath), "block_cache": cache.info(), "command": command,
         "measure_config": cfg.to_dict() if cfg is not None else "device default",
-        "measured_this_run": len(measured), "resumed_from_journal": len(resumed),
+        "measured_this_run": len(measured), "measurements_this_run": n_meas,
+        "resumed_from_journal": len(resumed), "passes_asked": passes, "extra_passes_asked": extra_passes,
         "pipelined": not on_host, "elapsed_s": round(time.perf_counter() - t0, 3)}, precision=precision)
     table.save(out)
     return ProfileResult(LatencyTable.load(out), out, jpath, measured, resumed,
@@ -319,7 +345,7 @@ def _open_journal(jpath: Path, ident, space, resume: bool, force: bool, command)
 
 
 def _run(device, space, layers, jpath: Path, ident, resume: bool, force: bool, cfg, cache_dir, progress: bool,
-         command, jobs, pipeline: bool = False):
+         command, jobs, pipeline: bool = False, passes: int = 1, extra_passes: int = 0):
     journal = _open_journal(jpath, ident, space, resume, force, command)
     cache = BlockCache(device.model_format, cache_dir, ident.get("precision", "fp32"))
     todo = [(k, l) for k, l in layers.items() if k not in journal.blocks]
@@ -327,8 +353,9 @@ def _run(device, space, layers, jpath: Path, ident, resume: bool, force: bool, c
     if resumed:
         log.info("resuming: %d of %d blocks already measured", len(resumed), len(layers))
     measured: list[str] = []
+    count = [0]
 
-    def measure(key: str, layer: LayerSpec, advance, note: str = "") -> None:
+    def measure(key: str, layer: LayerSpec, advance, note: str = "", pass_no: int = 1) -> None:
         t1 = time.perf_counter()
         stats = _measure_block(device, cache, key, layer, cfg)
         problem = stats_problem(stats.to_dict())
@@ -336,18 +363,55 @@ def _run(device, space, layers, jpath: Path, ident, resume: bool, force: bool, c
             raise DeviceError(f"{device.spec} returned impossible statistics for block {key}: it {problem}",
                               hint="rerun with --resume to measure it again; if it repeats, check the device "
                                    "and its benchmark tool")
-        journal.append(key, stats.to_dict(), layer=_layer_dict(layer), wall_s=round(time.perf_counter() - t1, 4))
-        measured.append(key)
+        journal.append(key, stats.to_dict(), layer=_layer_dict(layer), wall_s=round(time.perf_counter() - t1, 4),
+                       **{"pass": pass_no})
+        count[0] += 1
+        if pass_no == 1:
+            measured.append(key)
         advance(key + note)
 
+    label = device.spec if passes == 1 else f"{device.spec} pass 1 of {passes}"
     if not pipeline:
         cache.prepare(dict(todo), jobs=jobs, progress=progress)
-        with progress_bar(progress, len(layers), len(resumed), device.spec) as advance:
+        with progress_bar(progress, len(layers), len(resumed), label) as advance:
             for key, layer in todo:
                 measure(key, layer, advance)
-        return journal, cache, measured, resumed
-    _pipeline(cache, todo, jobs, progress, len(layers), len(resumed), device.spec, measure)
-    return journal, cache, measured, resumed
+    else:
+        _pipeline(cache, todo, jobs, progress, len(layers), len(resumed), label, measure)
+    _more_passes(journal, layers, measure, passes, extra_passes, progress, device.spec)
+    return journal, cache, measured, resumed, count[0]
+
+
+def _more_passes(journal: Journal, layers, measure, passes: int, extra_passes: int, progress: bool,
+                 spec) -> None:
+    """Passes 2..``passes`` over every block (each a full pass over the list, so that a period of
+    load elsewhere falls on one pass of a block), then up to ``extra_passes`` passes over the
+    blocks whose best pass no other confirms (:mod:`nagkit.latency.passes`). Resumable: a
+    block's journalled passes count."""
+    from nagkit.latency.passes import confirmed
+
+    def done(k: str) -> int:
+        return len(journal.passes.get(k, ()))
+
+    def next_pass(k: str) -> int:  # after the highest journalled (a dropped bad record leaves a gap)
+        return max((int(r.get("pass", 1)) for r in journal.passes.get(k, ())), default=0) + 1
+
+    for p in range(2, passes + 1):
+        todo = [(k, l) for k, l in layers.items() if done(k) < p]
+        if todo:
+            with progress_bar(progress, len(layers), len(layers) - len(todo), f"{spec} pass {p} of {passes}") as adv:
+                for key, layer in todo:
+                    measure(key, layer, adv, pass_no=next_pass(key))
+    for e in range(1, extra_passes + 1 if passes > 1 else 1):
+        todo = [(k, l) for k, l in layers.items() if done(k) < passes + e
+                and not confirmed([r["stats"]["median_ms"] for r in journal.passes[k]])]
+        if not todo:
+            break
+        log.info("%d block(s) whose best pass is not confirmed within 3%%; measuring them again (%d of %d)",
+                 len(todo), e, extra_passes)
+        with progress_bar(progress, len(todo), 0, f"{spec} again ({e} of {extra_passes})") as adv:
+            for key, layer in todo:
+                measure(key, layer, adv, pass_no=next_pass(key))
 
 
 def _pipeline(cache: BlockCache, todo, jobs, progress: bool, total: int, done: int, label: str, measure) -> None:
@@ -386,20 +450,41 @@ def _layer_dict(layer: LayerSpec) -> dict[str, Any]:
 def build_table(device, space: SearchSpace, res: list[int], journal: Journal,
                 layers: Mapping[str, LayerSpec], provenance_extra: Mapping[str, Any],
                 precision: str = "fp32") -> LatencyTable:
-    """The table of every journalled block the space needs at ``res``."""
-    entries, noisy = {}, []
+    """The table of every journalled block the space needs at ``res``: each block's best pass
+    (:mod:`nagkit.latency.passes`; a block measured once is its one measurement)."""
+    from nagkit.latency.passes import STATISTIC, best_index, confirmed, pass_noise
+
+    entries, noisy, unconfirmed, per = {}, [], [], []
     for key in layers:
-        s = journal.blocks[key]["stats"]
+        recs = journal.passes[key]
+        meds = [r["stats"]["median_ms"] for r in recs]
+        s = recs[best_index(meds)]["stats"]
         entries[key] = {f: s.get(f) for f in ("median_ms", "mean_ms", "std_ms", "p10_ms", "p90_ms", "n")}
+        if len(recs) > 1:
+            per.append(meds)
+            if not confirmed(meds):
+                unconfirmed.append(key)
         if s.get("noisy"):
             noisy.append(key)
     info = dict(device.info() or {})
     info.setdefault("spec", str(device.spec))
     info["spec"] = str(device.spec)
+    passes = {"statistic": STATISTIC if per else "median of one measurement",
+              "passes": max(len(journal.passes[k]) for k in layers) if layers else 0,
+              "noise": pass_noise(per) if per else None, "unconfirmed_blocks": unconfirmed}
     prov = {"source": "nagkit profile", "versions": versions(), "host": platform.node(),
-            "argv": sys.argv[1:], "noisy_blocks": noisy, **provenance_extra}
+            "argv": sys.argv[1:], "noisy_blocks": noisy, "block_passes": passes, **provenance_extra}
     return LatencyTable.create(space, entries, device=info, runtime=dict(device.runtime_info() or {}),
                                resolutions=res, stat="median_ms", provenance=prov, precision=precision)
+
+
+def check_passes(passes: int | None, extra_passes: int | None) -> tuple[int | None, int | None]:
+    """Refuse pass counts that are not whole numbers in range (``None``: the default)."""
+    for name, v, lo in (("passes", passes, 1), ("extra passes", extra_passes, 0)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= 20):
+            raise BadInputError(f"{name} must be a whole number from {lo} to 20, got {short_repr(v)}",
+                                hint="e.g. --block-passes 3 (the default on this machine's CPU), or 1")
+    return passes, extra_passes
 
 
 def _count_lines(p: Path) -> int:

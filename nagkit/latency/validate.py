@@ -6,9 +6,10 @@ converter ``nagkit export``/``nagkit build`` use, with the same NCHW float32 inp
 the same signature; a file here is byte for byte the one ``nagkit export --random-init --seed 0``
 writes (``tests/latency/test_ships.py``). They are cached by arch + converter versions.
 
-Every network is measured in interleaved passes, and the noisy ones again
-(:func:`measure_networks`); the spread between passes is this machine's measurement noise,
-which the verdict on ±5% takes into account. ``calibrate`` fits, holds out and adopts (or not)
+Every network is measured in interleaved passes, and its best pass is what counts, confirmed
+by another pass or measured again (:func:`measure_networks`, :mod:`nagkit.latency.passes`); the
+spread between passes is this machine's measurement noise, which the verdict on ±5% takes into
+account. ``calibrate`` fits, holds out and adopts (or not)
 the calibration of :mod:`nagkit.latency.calibration`; ``validate`` reports, per arch and in
 aggregate, the raw and calibrated errors: MAPE, the fraction within ±5% and ±10%, Spearman ρ.
 """
@@ -26,6 +27,7 @@ import numpy as np
 
 from nagkit.errors import BadInputError
 from nagkit.latency.blocks import FORMATS, check_format_precision, default_cache_dir, precision_dir
+from nagkit.latency.passes import EXTRA_PASSES, PASSES, STATISTIC, best_index, confirmed, pass_noise
 from nagkit.runtimes.convert import IO_NAMES
 from nagkit.runtimes.versions import format_versions
 from nagkit.latency.progress import progress_bar
@@ -119,9 +121,8 @@ class NetworkCache:
                               precision=self.precision)
 
 
-NETWORK_PASSES = 3  # every network is measured once per pass over the whole list
-EXTRA_PASSES = 2  # at most this many more passes over the networks found noisy
-NOISY_PASS_DEV = 0.03  # passes agree when within 3% of the median of the network's passes
+NETWORK_PASSES = PASSES  # every network is measured once per pass over the whole list
+# (EXTRA_PASSES: at most this many more passes over the networks whose best pass is not confirmed)
 
 
 def measure_networks(device, space: SearchSpace, archs: Sequence[Arch], *, cfg=None,
@@ -133,11 +134,11 @@ def measure_networks(device, space: SearchSpace, archs: Sequence[Arch], *, cfg=N
 
     Networks are converted first (all of them, before any timing). Then every arch is measured
     once per pass over the whole list, so a burst of load elsewhere hits one pass of an arch, not
-    all of them. An arch whose passes disagree (no majority within :data:`NOISY_PASS_DEV` of their
-    median, or most passes above the device's IQR/median target) is measured again, once per
-    extra pass, in up to ``extra_passes`` more passes. Its ``median_ms`` is the median of its pass medians;
-    the other statistics come from the pooled samples. ``info["noise"]`` is
-    :func:`network_noise` of the passes: what one measurement of a network varies by here."""
+    all of them. Its ``median_ms`` is its best pass's median (:mod:`nagkit.latency.passes`); an
+    arch whose best pass is not confirmed by another within 3% is measured again, once per extra
+    pass, in up to ``extra_passes`` more passes, and is marked noisy if it still is not. The other
+    statistics are the best pass's. ``info["noise"]`` is :func:`network_noise` of the passes:
+    what one pass, and the best of them, vary by here."""
     if passes < 1 or extra_passes < 0:
         raise BadInputError(f"passes must be >= 1 and extra passes >= 0, got {passes} and {extra_passes}")
     cache = NetworkCache(device.model_format, cache_dir, precision)
@@ -157,64 +158,40 @@ def measure_networks(device, space: SearchSpace, archs: Sequence[Arch], *, cfg=N
             one_pass(list(range(len(archs))), advance)
     remeasured: set[int] = set()
     for k in range(extra_passes):
-        noisy = [i for i, st in enumerate(per) if _passes_disagree(st)]
+        noisy = [i for i, st in enumerate(per) if not _confirmed(st)]
         if not noisy:
             break
-        log.info("%s: %d network(s) with passes that disagree; measuring them again (%d of %d)", label,
+        log.info("%s: %d network(s) whose best pass is not confirmed; measuring them again (%d of %d)", label,
                  len(noisy), k + 1, extra_passes)
         remeasured.update(noisy)
         with progress_bar(progress, len(noisy), 0, str(device.spec), f"{label} again") as advance:
             one_pass(noisy, advance)
     out = [st[0] if len(st) == 1 else _combine_passes(st) for st in per]
-    still = [i for i, st in enumerate(per) if _passes_disagree(st)]
+    still = [i for i, st in enumerate(per) if not _confirmed(st)]
     noise = {**network_noise(per), "remeasured": len(remeasured), "still_noisy": len(still),
              "still_noisy_archs": [str(archs[i]) for i in still]}
     if still:
-        log.warning("%s: %d of %d network(s) stayed noisy after %d extra pass(es)", label, len(still), len(archs),
-                    extra_passes)
+        log.warning("%s: %d of %d network(s) stayed noisy (best pass not confirmed within 3%%) after %d extra "
+                    "pass(es)", label, len(still), len(archs), extra_passes)
     return out, {"dir": str(cache.dir), "precision": precision, "hits": cache.hits, "misses": cache.misses, "passes": passes,
-                 "extra_passes": extra_passes, "noise": noise}
+                 "extra_passes": extra_passes, "statistic": STATISTIC, "noise": noise}
 
 
-def _pass_devs(stats: Sequence[Any]) -> np.ndarray:
-    """Each pass's median relative to the median of the other passes' medians, minus 1."""
-    m = np.array([s.median_ms for s in stats])
-    return np.array([m[i] / np.median(np.delete(m, i)) - 1 for i in range(m.size)]) if m.size > 1 else np.zeros(0)
-
-
-def _passes_disagree(stats: Sequence[Any]) -> bool:
-    """No strict majority of the passes within :data:`NOISY_PASS_DEV` of their median (one burst
-    in one pass is outvoted), or most passes above the device's IQR/median target."""
-    m = np.array([s.median_ms for s in stats])
-    agree = int(np.sum(np.abs(m / np.median(m) - 1) <= NOISY_PASS_DEV))
-    return agree * 2 <= len(stats) or sum(bool(s.noisy) for s in stats) * 2 > len(stats)
+def _confirmed(stats: Sequence[Any]) -> bool:
+    """A single measurement (``passes=1``) stands as it is; several need a confirmed best pass."""
+    return len(stats) < 2 or confirmed([s.median_ms for s in stats])
 
 
 def network_noise(per: Sequence[Sequence[Any]]) -> dict[str, Any]:
-    """How much one measurement of a network varies here, from the passes of many networks:
-    ``single_measurement_sd_pct``, a robust standard deviation (1.4826 × the median absolute
-    deviation of a pass from the median of the network's other passes, corrected for that
-    reference's own noise), and the 90th percentile of those deviations."""
-    devs = [d for st in per for d in _pass_devs(st)]
-    if not devs:
-        return {"single_measurement_sd_pct": None, "pass_deviation_p90_pct": None, "n_passes": 0}
-    p = np.median([len(st) for st in per])
-    a = np.abs(np.asarray(devs)) * 100
-    sd = 1.4826 * float(np.median(a)) / math.sqrt(1 + 1 / max(p - 1, 1))
-    return {"single_measurement_sd_pct": sd, "pass_deviation_p90_pct": float(np.percentile(a, 90)),
-            "n_passes": len(devs)}
+    """:func:`nagkit.latency.passes.pass_noise` of each network's pass medians."""
+    return pass_noise([[s.median_ms for s in st] for st in per])
 
 
 def _combine_passes(stats: Sequence[Any]):
-    """One LatencyStats from several passes: median of the pass medians, pooled spread."""
+    """The best pass's statistics, marked noisy when no other pass confirms it."""
     from dataclasses import replace as dc_replace
 
-    from nagkit.devices.base import LatencyStats
-
-    pooled = [x for s in stats for x in s.samples_ms] or [s.median_ms for s in stats]
-    st = LatencyStats.from_samples(pooled)
-    return dc_replace(st, median_ms=float(np.median([s.median_ms for s in stats])),
-                      noisy=_passes_disagree(stats))
+    return dc_replace(stats[best_index([s.median_ms for s in stats])], noisy=not _confirmed(stats))
 
 
 def calibrate(table: LatencyTable, device, space: SearchSpace, n: int | None = None, seed: int = 1, *,

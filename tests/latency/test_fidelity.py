@@ -164,24 +164,44 @@ class ScriptedDevice:
         return LatencyStats.from_samples([ms * 0.999, ms, ms * 1.001])
 
 
-def test_networks_are_measured_in_passes_and_noisy_ones_again(lat_space):
-    archs = random_archs(lat_space, 4, seed=1, resolutions=[32])
-    steady, burst, split, wild = (str(a) for a in archs)
+def test_networks_are_measured_in_passes_and_the_best_pass_counts_once_confirmed(lat_space):
+    archs = random_archs(lat_space, 5, seed=1, resolutions=[32])
+    steady, burst, split, late, slow_first = (str(a) for a in archs)
     dev = ScriptedDevice({steady: [10.0], burst: [10.0, 11.0, 10.0], split: [10.0, 10.6, 11.3, 10.5],
-                          wild: [5.0, 6.0, 7.0, 8.0, 9.0]})
+                          late: [12.0, 12.5, 13.0, 10.0, 10.1], slow_first: [13.0, 10.0, 10.2]})
     stats, info = measure_networks(dev, lat_space, archs, progress=False, passes=3, extra_passes=2)
-    # a burst in one pass is outvoted; passes without a majority are measured again until one forms
-    assert dev.calls == {steady: 3, burst: 3, split: 5, wild: 5}
-    assert [s.median_ms for s in stats] == [10.0, 10.0, 10.5, 7.0]
-    assert [s.noisy for s in stats] == [False, False, False, True]
+    # load elsewhere only slows a pass down: the fastest pass counts, once another pass is within 3% of it;
+    # one that is not confirmed is measured again, in up to 2 extra passes, and stays noisy if never confirmed
+    assert dev.calls == {steady: 3, burst: 3, split: 5, late: 5, slow_first: 3}
+    assert [s.median_ms for s in stats] == [10.0, 10.0, 10.0, 10.0, 10.0]
+    assert [s.noisy for s in stats] == [False, False, True, False, False]
     n = info["noise"]
-    assert n["remeasured"] == 2 and n["still_noisy"] == 1 and n["still_noisy_archs"] == [wild]
+    assert n["remeasured"] == 2 and n["still_noisy"] == 1 and n["still_noisy_archs"] == [split]
+    assert info["statistic"] == "best of pass medians"
+    # one pass at a time: the measurement stands as it is
+    one, _ = measure_networks(ScriptedDevice({a: [7.0, 9.0] for a in (steady, burst)}), lat_space, archs[:2],
+                              progress=False, passes=1, extra_passes=2)
+    assert [s.median_ms for s in one] == [7.0, 7.0] and not any(s.noisy for s in one)
 
 
 def test_network_noise_estimates_the_sd_of_one_measurement():
     rng = np.random.default_rng(0)
     per = [[LatencyStats.from_samples([v]) for v in 10 * (1 + 0.02 * rng.standard_normal(3))] for _ in range(400)]
     assert network_noise(per)["single_measurement_sd_pct"] == pytest.approx(2.0, rel=0.15)
+
+
+def test_the_best_pass_is_steady_where_single_passes_are_not():
+    """A machine shared with other work: a third of the passes run 45% slow (what the reference VM
+    showed on 2026-11-27, decisions 26). One pass varies a lot; the best of three barely does,
+    and the verdict judges the statistic the table records."""
+    rng = np.random.default_rng(1)
+    per = [[LatencyStats.from_samples([10 * (1 + 0.005 * rng.standard_normal()) * (1.45 if rng.random() < 1 / 3 else 1)])
+            for _ in range(3)] for _ in range(400)]
+    n = network_noise(per)
+    assert n["single_measurement_sd_pct"] > 5 and n["best_of_sd_pct"] < 1.0
+    assert verdict(0.97, n)["meets_5pct"] and verdict(0.97, n)["statistic_sd_pct"] == n["best_of_sd_pct"]
+    # a record from before the best pass (no best_of_sd_pct): judged on one pass's noise, as before
+    assert not verdict(0.97, {"single_measurement_sd_pct": n["single_measurement_sd_pct"]})["meets_5pct"]
 
 
 def test_profile_calibrate_takes_an_optional_count_and_refuses_too_few_before_profiling(
