@@ -10,8 +10,11 @@ interleaved passes") reads the same statistic. Decisions 26 gives the measuremen
 
 A best pass is *confirmed* when another pass is within :data:`CONFIRM_DEV` of it; an item
 whose best pass is not confirmed is measured again, in up to a few extra passes, and is marked
-noisy if it still is not. The noise of the statistic itself is estimated from the gap between
-each item's two fastest passes (:func:`pass_noise`).
+noisy if it still is not. Then a lone fastest pass among all of them is not trusted either (a
+pass can also run fast by chance, e.g. at a higher clock): the item's value is its lowest pass
+that another confirms, and its best pass only if no two passes agree (:func:`pick`). The noise
+of the statistic itself is estimated from the gap between each item's two fastest passes
+(:func:`pass_noise`).
 """
 
 from __future__ import annotations
@@ -25,12 +28,19 @@ import numpy as np
 CONFIRM_DEV = 0.03  # the best pass is confirmed by another pass within 3% of it
 PASSES = 3  # every item is measured once per pass over the whole list
 EXTRA_PASSES = 2  # at most this many more passes over the items whose best is not confirmed
-STATISTIC = "best of pass medians"
+STATISTIC = "best confirmed pass median"
 
 
-def best_index(medians: Sequence[float]) -> int:
-    """Index of the fastest pass."""
-    return int(np.argmin(np.asarray(medians, dtype=float)))
+def pick(medians: Sequence[float]) -> int:
+    """Index of the pass whose median is recorded: the best pass if another confirms it, else
+    the lowest pass another confirms, else (no two passes within :data:`CONFIRM_DEV`) the best."""
+    m = np.asarray(medians, dtype=float)
+    order = np.argsort(m, kind="stable")
+    s = m[order]
+    for i in range(s.size - 1):
+        if s[i] > 0 and s[i + 1] / s[i] - 1 <= CONFIRM_DEV:
+            return int(order[i])
+    return int(order[0])
 
 
 def confirmed(medians: Sequence[float]) -> bool:

@@ -452,13 +452,13 @@ def build_table(device, space: SearchSpace, res: list[int], journal: Journal,
                 precision: str = "fp32") -> LatencyTable:
     """The table of every journalled block the space needs at ``res``: each block's best pass
     (:mod:`nagkit.latency.passes`; a block measured once is its one measurement)."""
-    from nagkit.latency.passes import STATISTIC, best_index, confirmed, pass_noise
+    from nagkit.latency.passes import STATISTIC, confirmed, pass_noise, pick
 
     entries, noisy, unconfirmed, per = {}, [], [], []
     for key in layers:
         recs = journal.passes[key]
         meds = [r["stats"]["median_ms"] for r in recs]
-        s = recs[best_index(meds)]["stats"]
+        s = recs[pick(meds)]["stats"]
         entries[key] = {f: s.get(f) for f in ("median_ms", "mean_ms", "std_ms", "p10_ms", "p90_ms", "n")}
         if len(recs) > 1:
             per.append(meds)

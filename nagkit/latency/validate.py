@@ -27,7 +27,7 @@ import numpy as np
 
 from nagkit.errors import BadInputError
 from nagkit.latency.blocks import FORMATS, check_format_precision, default_cache_dir, precision_dir
-from nagkit.latency.passes import EXTRA_PASSES, PASSES, STATISTIC, best_index, confirmed, pass_noise
+from nagkit.latency.passes import EXTRA_PASSES, PASSES, STATISTIC, confirmed, pass_noise, pick
 from nagkit.runtimes.convert import IO_NAMES
 from nagkit.runtimes.versions import format_versions
 from nagkit.latency.progress import progress_bar
@@ -136,8 +136,9 @@ def measure_networks(device, space: SearchSpace, archs: Sequence[Arch], *, cfg=N
     once per pass over the whole list, so a burst of load elsewhere hits one pass of an arch, not
     all of them. Its ``median_ms`` is its best pass's median (:mod:`nagkit.latency.passes`); an
     arch whose best pass is not confirmed by another within 3% is measured again, once per extra
-    pass, in up to ``extra_passes`` more passes, and is marked noisy if it still is not. The other
-    statistics are the best pass's. ``info["noise"]`` is :func:`network_noise` of the passes:
+    pass, in up to ``extra_passes`` more passes, and is marked noisy if it still is not (then its
+    lowest confirmed pass counts, if any: :func:`~nagkit.latency.passes.pick`). The other
+    statistics are the recorded pass's. ``info["noise"]`` is :func:`network_noise` of the passes:
     what one pass, and the best of them, vary by here."""
     if passes < 1 or extra_passes < 0:
         raise BadInputError(f"passes must be >= 1 and extra passes >= 0, got {passes} and {extra_passes}")
@@ -188,10 +189,11 @@ def network_noise(per: Sequence[Sequence[Any]]) -> dict[str, Any]:
 
 
 def _combine_passes(stats: Sequence[Any]):
-    """The best pass's statistics, marked noisy when no other pass confirms it."""
+    """The recorded pass's statistics (:func:`nagkit.latency.passes.pick`: the best, once confirmed),
+    marked noisy when no other pass confirms the best."""
     from dataclasses import replace as dc_replace
 
-    return dc_replace(stats[best_index([s.median_ms for s in stats])], noisy=not _confirmed(stats))
+    return dc_replace(stats[pick([s.median_ms for s in stats])], noisy=not _confirmed(stats))
 
 
 def calibrate(table: LatencyTable, device, space: SearchSpace, n: int | None = None, seed: int = 1, *,

@@ -86,7 +86,7 @@ def test_kill_and_resume_loses_and_repeats_nothing(setup, tmp_path, cli_env):
     assert set(table.entries) == set(unique_layers(space))
     first = recs[0]["key"]
     assert table.entries[first]["median_ms"] == min(r["stats"]["median_ms"] for r in recs if r["key"] == first)
-    assert table.provenance["block_passes"]["statistic"] == "best of pass medians"
+    assert table.provenance["block_passes"]["statistic"] == "best confirmed pass median"
     assert table.provenance["resumed_from_journal"] == len(done_before)
     assert table.device["spec"] and table.runtime["name"] == "onnxruntime"
     assert table.predict(space, space.largest()) > 0
@@ -298,7 +298,7 @@ def test_blocks_are_measured_in_passes_and_the_table_keeps_each_best_confirmed_p
     t = LatencyTable.load(out)
     assert [t.entries[k]["median_ms"] for k in (a, b, c)] == [1.0, 1.0, 2.0]
     bp = t.provenance["block_passes"]
-    assert bp["statistic"] == "best of pass medians" and bp["unconfirmed_blocks"] == [c] and bp["passes"] == 5
+    assert bp["statistic"] == "best confirmed pass median" and bp["unconfirmed_blocks"] == [c] and bp["passes"] == 5
     assert bp["noise"]["best_of_sd_pct"] is not None and res.to_dict()["passes"]["unconfirmed_blocks"] == [c]
     # the journal holds every pass, numbered
     passes = [(r["key"], r["pass"]) for r in journal_records(profiler.journal_path(out))[1:]]
