@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from nagkit.latency.blocks import unique_layers
+from nagkit.latency.passes import pick
 from nagkit.latency.table import LatencyTable
 from tests.cli.helpers import run_cli
 from tests.latency.conftest import make_tiny_space
@@ -85,7 +86,8 @@ def test_kill_and_resume_loses_and_repeats_nothing(setup, tmp_path, cli_env):
     table = LatencyTable.load(out)
     assert set(table.entries) == set(unique_layers(space))
     first = recs[0]["key"]
-    assert table.entries[first]["median_ms"] == min(r["stats"]["median_ms"] for r in recs if r["key"] == first)
+    meds = [r["stats"]["median_ms"] for r in recs if r["key"] == first]
+    assert table.entries[first]["median_ms"] == meds[pick(meds)]  # its best pass, once another confirms it
     assert table.provenance["block_passes"]["statistic"] == "best confirmed pass median"
     assert table.provenance["resumed_from_journal"] == len(done_before)
     assert table.device["spec"] and table.runtime["name"] == "onnxruntime"
