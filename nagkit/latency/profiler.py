@@ -299,14 +299,11 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
     layers = unique_layers(space, res)
     jpath = journal_path(out)
     ident = device_identity(device, precision)
+    from nagkit.latency.passes import EXTRA_PASSES, PASSES
+
     if passes is None:
-        from nagkit.latency.passes import EXTRA_PASSES, PASSES
-
         passes = PASSES if on_host else 1
-        extra_passes = (EXTRA_PASSES if passes > 1 else 0) if extra_passes is None else extra_passes
-    elif extra_passes is None:
-        from nagkit.latency.passes import EXTRA_PASSES
-
+    if extra_passes is None:
         extra_passes = EXTRA_PASSES if passes > 1 else 0
     if on_start is not None:
         on_start(out, facts)
