@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -56,3 +57,47 @@ def test_profile_over_loopback_adb(tmp_path, cli_env):
     assert table.device["transport"] == "tcp" and table.provenance["pipelined"] is True
     assert table.predict(space, space.largest()) == pytest.approx(
         sum(e["median_ms"] for e in table.entries.values()), rel=1e-9)
+
+
+def test_int8_profile_over_loopback_adb(tmp_path, cli_env):
+    """`--precision int8` on a phone: the blocks are quantized on the host, pushed and timed
+    over ADB (adb-shell, the loopback's benchmark_model stand-in); the files the device ran are
+    full-integer models, and the table says int8."""
+    import numpy as np
+
+    from nagkit.devices.loopback import LoopbackAdbd, write_benchmark_runner
+    from nagkit.runtimes.litert import open_interpreter
+
+    space = micro_space()
+    space_file = tmp_path / "space.json"
+    space_file.write_text(json.dumps(space.to_dict()))
+    runner = write_benchmark_runner(tmp_path / "runner" / "benchmark_model")
+    env = dict(cli_env, ADB_SERVER_SOCKET="tcp:127.0.0.1:1")
+    with LoopbackAdbd(tmp_path / "sandbox", port=0, install_runner=False) as adbd:
+        profile = tmp_path / "phone.yaml"
+        profile.write_text(yaml.safe_dump({
+            "device": f"adb:{adbd.serial}", "threads": 1, "num_runs": 5, "warmup_runs": 1, "min_secs": 0.05,
+            "warmup_min_secs": 0.01, "adb_key": str(tmp_path / "adbkey"), "connect_timeout_s": 5.0}))
+        out = tmp_path / "phone-int8.json"
+        res = run_cli(["profile", "--device", str(profile), "--space", str(space_file), "--out", str(out),
+                       "--precision", "int8", "--benchmark-binary", str(runner), "--cache-dir",
+                       str(tmp_path / "cache"), "--no-progress", "--json"], env=env)
+        assert res.code == 0, res.err
+        graphs = [s.split("--graph=", 1)[1].split()[0].strip("'\"") for s in adbd.opened_services
+                  if "benchmark_model" in s and "--graph=" in s]
+        ran = {Path(adbd.sandbox.root / g.lstrip("/")) for g in graphs}
+        assert len(ran) == len(unique_layers(space)) and all(p.suffix == ".tflite" for p in ran)
+        weighted = 0
+        for p in ran:  # what the device timed: every conv / fc is int8 in and int8 weights (a pooling-only
+            it = open_interpreter(p, threads=1)  # block has none: its MEAN stays float, as in a bundle)
+            by_index = {t["index"]: t for t in it.get_tensor_details()}
+            for op in it._get_ops_details():
+                if op["op_name"] in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
+                    weighted += 1
+                    x, w = by_index[op["inputs"][0]], by_index[op["inputs"][1]]
+                    assert x["dtype"] == np.int8 and w["dtype"] == np.int8, (p.name, op)
+        assert weighted >= len(ran) - 1
+    table = LatencyTable.load(out)
+    assert table.precision == "int8"
+    assert set(table.entries) == set(unique_layers(space))
+    assert all(e["median_ms"] > 0 for e in table.entries.values())
