@@ -347,6 +347,24 @@ def calibrate_measured(table: LatencyTable, space: SearchSpace, archs: Sequence[
 NOISE_LIMIT_PCT = 2.5  # the recorded statistic's sd above this: ±5% holds for fewer than ~95% of networks
 
 
+def block_noise_warning(block_passes: dict | None) -> str | None:
+    """What to tell the user as soon as the blocks are measured, when their best passes vary by
+    more than :data:`NOISE_LIMIT_PCT` (a table's provenance ``block_passes``): block noise goes
+    into every network's sum, and a calibration, the longer part, cannot remove it. None when
+    the blocks are quiet enough, or were measured once (no noise to judge)."""
+    from nagkit.latency.passes import statistic_sd
+
+    noise = (block_passes or {}).get("noise")
+    sd = statistic_sd(noise)
+    if sd is None or sd <= NOISE_LIMIT_PCT:
+        return None
+    n = len(block_passes.get("unconfirmed_blocks") or [])
+    return (f"blocks: the best of a block's passes varies by {sd:.1f}% (1 sd, median over blocks; limit "
+            f"{NOISE_LIMIT_PCT}%), and {n} block(s) have no second pass within 3%: this machine is too noisy for a "
+            "±5% table right now. The table is written; profile again with --force on a quiet machine (close other "
+            "programs, pin the worker with cores=) before trusting ±5%")
+
+
 def verdict(within_5pct: float, noise: dict | None) -> dict[str, Any]:
     """Whether ±5% (for 95% of networks) is reached on held-out networks, and if not, whether the
     machine's noise explains it. The noise that counts is the recorded statistic's (the best of

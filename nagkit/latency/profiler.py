@@ -318,6 +318,10 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
         "resumed_from_journal": len(resumed), "passes_asked": passes, "extra_passes_asked": extra_passes,
         "pipelined": not on_host, "elapsed_s": round(time.perf_counter() - t0, 3)}, precision=precision)
     table.save(out)
+    from nagkit.latency.calibration import block_noise_warning
+
+    if (warning := block_noise_warning(table.provenance.get("block_passes"))) is not None:
+        log.warning("%s", warning)  # now, not after a calibration's quarter of an hour
     return ProfileResult(LatencyTable.load(out), out, jpath, measured, resumed,
                          time.perf_counter() - t0, cache.info())
 

@@ -317,6 +317,42 @@ def test_blocks_are_measured_in_passes_and_the_table_keeps_each_best_confirmed_p
     assert one.table.provenance["block_passes"]["statistic"] == "median of one measurement"
 
 
+def test_noisy_blocks_are_named_as_soon_as_they_are_measured(tmp_path, monkeypatch, caplog):
+    """Blocks whose best passes vary by more than the limit get a warning when the block table is
+    written (before any calibration), with the figure and the fix; quiet blocks get none."""
+    import logging
+
+    import nagkit.latency.profiler as profiler
+    from nagkit.devices.base import LatencyStats
+
+    space = make_tiny_space(resolutions=(32,))
+    calls: dict[str, int] = {}
+    spread = [1.0, 1.1, 1.2, 1.3, 1.4]  # every block's two fastest passes 10% apart: never confirmed
+
+    def scripted(device, cache, key, layer, cfg):  # a test double for one block's timing
+        i = calls[key] = calls.get(key, 0) + 1
+        ms = spread[i - 1] if noisy else 1.0
+        return LatencyStats.from_samples([ms * 0.99, ms, ms * 1.01])
+
+    monkeypatch.setattr(profiler, "_measure_block", scripted)
+    noisy = True
+    with caplog.at_level(logging.WARNING, logger="nagkit.latency.profiler"):
+        res = profiler.profile(_FakeDevice(), space, [32], tmp_path / "noisy.json", cache_dir=tmp_path / "cache",
+                               progress=False)
+    warned = [r.getMessage() for r in caplog.records if "too noisy for a ±5% table" in r.getMessage()]
+    n = len(res.table.entries)
+    assert len(warned) == 1 and "varies by 10.5%" in warned[0] and "limit 2.5%" in warned[0], warned
+    assert f"{n} block(s) have no second pass within 3%" in warned[0] and "--force" in warned[0]
+    assert (tmp_path / "noisy.json").exists()  # the table is still written, and says how it was measured
+    caplog.clear()
+    calls.clear()
+    noisy = False
+    with caplog.at_level(logging.WARNING, logger="nagkit.latency.profiler"):
+        profiler.profile(_FakeDevice(), space, [32], tmp_path / "quiet.json", cache_dir=tmp_path / "cache",
+                         progress=False)
+    assert not [r for r in caplog.records if "too noisy" in r.getMessage()]
+
+
 @pytest.mark.parametrize("passes", [0, 21, 2.5, True])
 def test_a_bad_pass_count_is_refused_before_the_device_is_contacted(tmp_path, passes, capsys):
     from nagkit.errors import BadInputError
