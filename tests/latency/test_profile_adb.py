@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -83,9 +84,9 @@ def test_int8_profile_over_loopback_adb(tmp_path, cli_env):
                        "--precision", "int8", "--benchmark-binary", str(runner), "--cache-dir",
                        str(tmp_path / "cache"), "--no-progress", "--json"], env=env)
         assert res.code == 0, res.err
-        graphs = [s.split("--graph=", 1)[1].split()[0].strip("'\"") for s in adbd.opened_services
-                  if "benchmark_model" in s and "--graph=" in s]
-        ran = {Path(adbd.sandbox.root / g.lstrip("/")) for g in graphs}
+        graphs = [a.removeprefix("--graph=") for s in adbd.opened_services if "benchmark_model" in s
+                  for a in shlex.split(s.removeprefix("shell:")) if a.startswith("--graph=")]
+        ran = {Path(adbd.sandbox.resolve(g)) for g in graphs}
         assert len(ran) == len(unique_layers(space)) and all(p.suffix == ".tflite" for p in ran)
         weighted = 0
         for p in ran:  # what the device timed: every conv / fc is int8 in and int8 weights (a pooling-only
