@@ -22,8 +22,9 @@ _QUICK = MeasureConfig(warmup_runs=2, warmup_s=0.01, min_runs=5, min_time_s=0.03
 
 class TableTimesDevice:
     """TEST DOUBLE (named as such): the real CPU device (LiteRT, 1 thread) runs each model (a
-    short run, whatever the build asks: its timing is not used); the median it reports is ``factors[i]`` x the workspace's table prediction for the arch the model
-    file carries (i: the model's turn; the last factor repeats), plus ``extra_ms[i]``."""
+    short run, whatever the build asks: its timing is not used); the median it reports is
+    ``factors[i]`` x the workspace's table prediction for the arch the model file carries (i: the
+    model's turn; the last factor repeats), plus ``extra_ms[i]``."""
 
     def __init__(self, factors=(1.0,), extra_ms=(0.0,), workspace: str = "fmnist"):
         from nagkit.app.workspace import load_workspace
