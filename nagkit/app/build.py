@@ -31,7 +31,7 @@ from nagkit.app.build_inputs import load_weights as _load_weights
 from nagkit.app.build_inputs import predict as _predict  # noqa: F401 - benchmarks/finetune imports it from here
 from nagkit.app.build_inputs import source_accuracy as _source_accuracy
 from nagkit.app.build_inputs import split as _split
-from nagkit.app.int8 import DEFAULT_MAX_INT8_DROP, INT8_TABLE_NOTE
+from nagkit.app.int8 import DEFAULT_MAX_INT8_DROP, quantize_after_note
 from nagkit.errors import BadInputError, CheckFailedError
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ class BuildOptions:
     seed: int = 0
     accuracy: str = "auto"
     max_int8_drop: float = DEFAULT_MAX_INT8_DROP  # points: an int8 export losing more fails (exit 1)
-    quantize_after: bool = False  # int8 export of the arch chosen on an fp32 table (said in the manifest)
+    quantize_after: bool = False  # int8/fp16 export of the arch chosen on an fp32 table (said in the manifest)
 
     def check(self) -> None:
         parse_export(self.formats)  # an unknown format or precision fails before any work
@@ -93,8 +93,9 @@ class BuildOptions:
             raise BadInputError("--mixed-sizes is only read with --data", hint="add --finetune EPOCHS --data DIR")
         if self.data is not None and not self.finetune:
             raise BadInputError("--data is only read when fine-tuning", hint="add --finetune EPOCHS")
-        if self.quantize_after and parse_export(self.formats)[1] != "int8":
-            raise BadInputError("--quantize-after goes with an int8 export", hint="add --export tflite-int8 (or onnx-int8)")
+        if self.quantize_after and parse_export(self.formats)[1] not in ("int8", "fp16"):
+            raise BadInputError("--quantize-after goes with an int8 or fp16 export",
+                                hint="add --export tflite-int8 (or onnx-int8, or tflite-fp16)")
         if self.random_init and parse_export(self.formats)[1] == "int8":  # also: an unknown --export fails here
             raise BadInputError("--export tflite-int8 needs trained weights: an int8 model is judged by its accuracy",
                                 hint="drop --random-init, or export fp32 (--export tflite)")
@@ -161,7 +162,7 @@ class BuildResult:
 
 
 def parse_export(text: str | None) -> tuple[tuple[str, ...], str]:
-    """``--export`` -> (formats, precision): ``tflite``, ``onnx``, ``tflite-int8``, comma-separated."""
+    """``--export`` -> (formats, precision): ``tflite``, ``onnx``, ``tflite-int8``, ``tflite-fp16``, comma-separated."""
     from nagkit.export.exporter import parse_export as parse
 
     return parse(text) if text else (("tflite",), "fp32")
@@ -383,7 +384,7 @@ class _Build:
                                                             else "inherited from the supernet checkpoint")]
         notes = notes + ([f"fine-tuned for {o.finetune} epoch(s)"] if o.finetune else [])
         notes = notes + ([self.budget_note] if self.budget_note else []) + ([] if dev else [UNVERIFIED_NOTE])
-        notes = notes + acc_notes + ([INT8_TABLE_NOTE] if self.opts.quantize_after else [])
+        notes = notes + acc_notes + ([quantize_after_note(self.precision)] if self.opts.quantize_after else [])
         if self.aims:
             a = self.aims[-1]
             notes.append(f"re-aimed: this device measured {a['ratio']:.2f}x the table's prediction, so this network "

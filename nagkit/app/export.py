@@ -98,6 +98,18 @@ def write_verified_bundle(out: Path, export, manifest: dict[str, Any], module, *
     return b, report
 
 
+def verify_against(module, precision: str):
+    """What a written bundle's model is checked against: ``module`` (fp32), its float16 reference
+    (fp16), or nothing (int8, judged by accuracy)."""
+    if precision == "int8":
+        return None
+    if precision == "fp16":
+        from nagkit.export.parity import float16_reference
+
+        return float16_reference(module)
+    return module
+
+
 def _files(export, final: dict[str, Path]) -> dict[str, Any]:
     out = {}
     for f, m in export.models.items():
@@ -109,6 +121,7 @@ def _files(export, final: dict[str, Path]) -> dict[str, Any]:
             "parity_max_abs_diff": w.max_abs_diff if w else None,
             "parity_tolerance": w.tolerance if w else None,
             "parity_seed": w.seed if w else None,
+            **({"fp16_vs_fp32": m.fp16_vs_fp32} if m.fp16_vs_fp32 else {}),
         }
     return out
 
@@ -173,7 +186,7 @@ def export_subnet(space, arch, *, weights: str | None, formats: tuple[str, ...],
 
             manifest = make_manifest(space, arch, export=res, weights_sha256=weights_sha,
                                      weights_source=str(weights) if weights else None, int8=int8)
-            b, result["bundle_check"] = write_verified_bundle(out, res, manifest, module if int8 is None else None,
+            b, result["bundle_check"] = write_verified_bundle(out, res, manifest, verify_against(module, precision),
                                                               seed=seed + 1, force=force, phases=phases)
             result["bundle"] = {"folder": str(b.root), "zip": str(b.zip_path), "manifest": str(b.root / "manifest.json")}
             final = {f: b.root / Path(p).name for f, p in res.paths.items()}

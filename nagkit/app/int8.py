@@ -27,6 +27,10 @@ log = logging.getLogger(__name__)
 
 CALIBRATION_IMAGES = 256  # PT2E's histogram observers: ~45 ms per image for a 28-40 px fmnist subnet (2-core CPU)
 DEFAULT_MAX_INT8_DROP = 1.0  # points of top-1 accuracy
+FP16_TABLE_NOTE = ("--quantize-after: a float16-weight model chosen on an fp32 latency table; the predicted latency and "
+                   "the budget's range are fp32's: a runtime that turns float16 weights into float32 at load (CPU "
+                   "LiteRT) runs it as fp32, a float16 GPU or NPU may not; measure it with --device, or build from an "
+                   "fp16 table (`nagkit profile --precision fp16`)")
 INT8_TABLE_NOTE = ("--quantize-after: an int8 model chosen on an fp32 latency table; the predicted latency and the "
                    "budget's range are fp32's, not this model's (int8 changes which blocks are cheap: decisions 25); "
                    "measure it with --device, or `nagkit check BUNDLE --device D --budget B`, or build from an int8 "
@@ -50,8 +54,13 @@ def for_precision(ws, folder, precision: str, quantize_after: bool, say):
         check_calibration_data(ws, folder)
     ws = precision_workspace(ws, precision, quantize_after=quantize_after, say=say)
     if quantize_after:
-        log.warning("%s", INT8_TABLE_NOTE)
+        log.warning("%s", quantize_after_note(precision))
     return ws
+
+
+def quantize_after_note(precision: str) -> str:
+    """What ``--quantize-after`` means for the bundle's latency, at ``precision``."""
+    return FP16_TABLE_NOTE if precision == "fp16" else INT8_TABLE_NOTE
 
 
 def check_calibration_data(ws, folder) -> None:

@@ -213,7 +213,7 @@ def precision_workspace(ws: Workspace, precision: str, *, quantize_after: bool =
     ``ws`` itself when its table has that precision. Otherwise its *precision twin*: a
     workspace (yours, then the shipped ones) of the same space whose table is at ``precision``
     and was measured on the same device (spec and, for a CPU, host) as ``ws``'s; the shipped
-    ``fmnist`` has ``fmnist-int8``. ``quantize_after`` keeps ``ws`` for an int8 export from an
+    ``fmnist`` has ``fmnist-int8``. ``quantize_after`` keeps ``ws`` for an int8 or fp16 export from an
     fp32 table (the arch is chosen for fp32 latency, then quantized; said in the manifest).
     Anything else is a clear error (exit 2): a table never predicts a bundle of another precision."""
     have = table_precision(ws)
@@ -222,7 +222,7 @@ def precision_workspace(ws: Workspace, precision: str, *, quantize_after: bool =
             raise BadInputError(f"--quantize-after: workspace {ws.ref!r}'s table is already {precision}, so there is "
                                 "nothing to quantize after", hint="drop --quantize-after")
         return ws
-    if quantize_after and have == "fp32" and precision == "int8":
+    if quantize_after and have == "fp32" and precision in ("int8", "fp16"):
         return ws
     twin = find_precision_twin(ws, precision)
     if twin is not None:
@@ -232,9 +232,9 @@ def precision_workspace(ws: Workspace, precision: str, *, quantize_after: bool =
         return twin
     fix = (f"profile the device at {precision}: `nagkit profile --device D --space {ws.space.name} --precision "
            f"{precision}`, point `latency_table` in a copy of the workspace at it and `nagkit train` it")
-    if have == "fp32" and precision == "int8":
-        fix += "; or pass --quantize-after to quantize the model chosen on the fp32 table (its int8 latency is then " \
-               "not predicted: measure it with --device)"
+    if have == "fp32" and precision in ("int8", "fp16"):
+        fix += f"; or pass --quantize-after to quantize the model chosen on the fp32 table (its {precision} latency " \
+               "is then not predicted: measure it with --device)"
     else:
         fix += f"; or export {have} (--export {'tflite' if have == 'fp32' else 'tflite-' + have})"
     raise BadInputError(f"workspace {ws.ref!r}'s latency table {ws.latency_table_spec!r} is {have}, but the export "

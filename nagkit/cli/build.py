@@ -52,13 +52,15 @@ def check(target: str, device_spec: str | None, budget: float | None, runs: int 
                    "there (the next candidate if over budget). cpu, cpu:runtime=onnxruntime, adb:SERIAL, "
                    "adb:HOST:PORT, or a profile.")
 @click.option("--export", "formats", default="tflite", show_default=True,
-              help="tflite, onnx or tflite,onnx (fp32); tflite-int8: full-integer static quantization, calibrated on "
-                   "the workspace's images (or --data), judged by accuracy against fp32.")
+              help="tflite, onnx or tflite,onnx (fp32); tflite-int8 (or onnx-int8): full-integer static quantization, "
+                   "calibrated on the workspace's images (or --data), judged by accuracy against fp32; tflite-fp16: "
+                   "float16 weights, float32 compute (needs an fp16 table, or --quantize-after).")
 @click.option("--max-int8-drop", type=FINITE, default=1.0, show_default=True, metavar="POINTS",
               help="With --export tflite-int8: fail (exit 1) when int8 loses more top-1 accuracy than this.")
 @click.option("--quantize-after", is_flag=True,
-              help="With --export tflite-int8 on a workspace with an fp32 table and no int8 twin: choose the arch "
-                   "on the fp32 table, then quantize it (its int8 latency is not predicted; said in the manifest).")
+              help="With --export tflite-int8 (or tflite-fp16) on a workspace with an fp32 table and no twin of that "
+                   "precision: choose the arch on the fp32 table, then quantize it (its latency at that precision is "
+                   "not predicted; said in the manifest).")
 @click.option("--out", default=None, help="Bundle folder (a .zip is written beside it). Default: nagkit-bundle-<B>ms.")
 @click.option("--force", is_flag=True, help="Replace an existing bundle folder.")
 @click.option("--weights", default=None, help="Supernet checkpoint (an OFA .pth is imported on the fly).")
@@ -131,7 +133,8 @@ def build(budget: float, workspace: str | None, device_spec: str | None, formats
                              else "(random weights: no accuracy; see the manifest notes)" if r["weights"] == "random-init"
                              else "(not measured: pass --accuracy always to ask the accuracy source)"),
             f"weights   {r['weights']}",
-            f"parity    " + ", ".join(f"{f} max|diff| {v:.2e}" for f, v in r["parity"].items() if v is not None),
+            f"parity    " + ", ".join(f"{f} max|diff| {v:.2e}" for f, v in r["parity"].items() if v is not None)
+            + (" (against PyTorch with its weights rounded to float16)" if r.get("precision") == "fp16" else ""),
             *([_int8_line(r["int8"])] if r.get("int8") else []),
             f"attempts  {len(r['attempts'])}" + "".join(
                 f"\n  - {a['arch']}: " + ("accepted" if a["accepted"] else a["note"]) for a in r["attempts"]),

@@ -21,8 +21,9 @@ from nagkit.cli.options import FINITE, emit, json_option, log, seed_option, spac
 @click.option("--arch", "arch_text", required=True, metavar="ARCH",
               help="Canonical string (r224-k3e4.k5e6-...), OFA's dict as JSON "
               "('{\"ks\": [20], \"e\": [20], \"d\": [5], \"r\": 224}'), or @FILE holding either.")
-@click.option("--format", "fmt", default="both", show_default=True, metavar="onnx|tflite|both|tflite-int8|onnx-int8",
-              help="What to write. tflite-int8 / onnx-int8: static int8 quantization (needs --data).")
+@click.option("--format", "fmt", default="both", show_default=True, metavar="onnx|tflite|both|tflite-int8|onnx-int8|tflite-fp16",
+              help="What to write. tflite-int8 / onnx-int8: static int8 quantization (needs --data). tflite-fp16: "
+                   "float16 weights, checked against PyTorch with the same rounded weights.")
 @click.option("--data", default=None, metavar="DIR|fashion-mnist",
               help="With --format tflite-int8: the images to calibrate on (training split) and judge int8 against "
                    "fp32 on (val/test split): an ImageFolder, or fashion-mnist (Debian's package).")
@@ -92,6 +93,11 @@ def _human(r: dict[str, Any]) -> str:
         parity = (f"parity max|diff| {m['parity_max_abs_diff']:.2e} <= {m['parity_tolerance']:.1e} ({m['runtime']}, "
                   f"seed {m['parity_seed']})" if m["parity_max_abs_diff"] is not None else f"int8 ({m['runtime']})")
         lines.append(f"  {f:<7}  {m['path']}  {m['size_bytes'] / 1e6:.2f} MB   {parity}")
+    for f, m in r["files"].items():
+        if m.get("fp16_vs_fp32"):
+            q = m["fp16_vs_fp32"]
+            lines.append(f"  fp16     parity is against PyTorch with its weights rounded to float16; against fp32: "
+                         f"max|diff| {q['max_abs_diff']:.2e} on logits up to {q['max_abs_ref']:.3g}")
     if r.get("int8"):
         q = r["int8"]
         lines.append(f"  int8     top-1 agreement with fp32 {100 * q['top1_agreement']:.2f}%, accuracy "

@@ -279,10 +279,10 @@ _DEFAULT_COUNT = "default"  # nagkit.app.profile.DEFAULT_COUNT (not imported: th
                    "without N the default count (80; the finer schemes are fitted only when the "
                    "networks suffice for them). Adopted only if it beats the raw block sum on held-out networks.")
 @click.option("--calibrate-seed", type=int, default=1, show_default=True, help="Seed of the calibration archs.")
-@click.option("--precision", default="fp32", show_default=True, metavar="fp32|int8",
+@click.option("--precision", default="fp32", show_default=True, metavar="fp32|int8|fp16",
               help="What the blocks (and calibration networks) are timed as: int8 quantizes each one as "
-                   "`--export tflite-int8`/`onnx-int8` does; the table records it and predicts only "
-                   "bundles of that precision.")
+                   "`--export tflite-int8`/`onnx-int8` does, fp16 (tflite devices) stores its weights float16 as "
+                   "`--export tflite-fp16` does; the table records it and predicts only bundles of that precision.")
 @click.option("--block-passes", "block_passes", type=click.IntRange(1, 20), default=None, metavar="N",
               help="Measure every block in N passes over the list and keep its best pass (load elsewhere only "
                    "slows a run down); blocks whose best no other pass confirms within 3% get up to 2 more. "

@@ -26,8 +26,10 @@ import numpy as np
 
 from nagkit.io import sha256_file
 from nagkit.errors import BadInputError, UnknownNameError
-from nagkit.export.parity import DEFAULT_RTOL, ParityError, ParityResult, check_parity, seeded_inputs
-from nagkit.runtimes.convert import IO_NAMES, PRECISIONS, to_onnx, to_onnx_int8, to_tflite, to_tflite_int8  # noqa: F401
+from nagkit.export.parity import (DEFAULT_RTOL, ParityError, ParityResult, check_parity, compare, float16_reference,
+                                  seeded_inputs, torch_outputs)
+from nagkit.runtimes.convert import (FORMAT_PRECISIONS, IO_NAMES, PRECISIONS, to_onnx, to_onnx_int8,  # noqa: F401
+                                     to_tflite, to_tflite_fp16, to_tflite_int8)
 from nagkit.runtimes.models import load_model
 from nagkit.runtimes.versions import converter_versions, runtime_versions
 
@@ -54,6 +56,7 @@ class ExportedModel:
     parity: list[ParityResult] = field(default_factory=list)
     precision: str = "fp32"
     quantization: dict[str, Any] | None = None  # int8: the input/output tensors' dtype, scale, zero point
+    fp16_vs_fp32: dict[str, Any] | None = None  # fp16: the file against the fp32 module (the rounding's effect)
 
     @property
     def worst_parity(self) -> ParityResult | None:
@@ -120,15 +123,25 @@ def normalize_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
+def export_values() -> tuple[str, ...]:
+    """Every ``--export`` item: the formats, ``both``, and ``<format>-<precision>`` for each
+    precision a format is converted at (:data:`~nagkit.runtimes.convert.FORMAT_PRECISIONS`)."""
+    return (*FORMATS, "both", *(f"{f}-{p}" for p in PRECISIONS[1:] for f in FORMATS if p in FORMAT_PRECISIONS[f]))
+
+
 def parse_export(text: str | Iterable[str]) -> tuple[tuple[str, ...], str]:
     """``--export``: ``tflite``, ``onnx``, ``both``, ``tflite-int8``, ``onnx-int8``,
-    comma-separated -> (formats, precision). One bundle holds one precision."""
+    ``tflite-fp16``, comma-separated -> (formats, precision). One bundle holds one precision."""
     items = [t.strip().lower() for t in (text.split(",") if isinstance(text, str) else text) if str(t).strip()]
-    valid = (*FORMATS, "both", *(f"{f}-{p}" for p in PRECISIONS[1:] for f in FORMATS))
+    valid = export_values()
     fmts, precisions = [], set()
     for item in items:
         fmt, _, prec = item.partition("-")
         if item not in valid:
+            if fmt in FORMATS and prec in PRECISIONS:  # a known precision this format is not converted at
+                from nagkit.runtimes.convert import check_precision_name
+
+                check_precision_name(prec, fmt)
             raise UnknownNameError("export format", item, valid)
         fmts.append(fmt)
         precisions.add(prec or "fp32")
@@ -143,9 +156,14 @@ def parse_export(text: str | Iterable[str]) -> tuple[tuple[str, ...], str]:
 
 def check_precision(precision: str, fmts: Sequence[str], calibration: np.ndarray | None, *,
                     calibrated: bool = True) -> None:
-    """``precision`` is known, an int8 bundle has one model and (``calibrated``) representative data."""
+    """``precision`` is known, an int8 bundle has one model and (``calibrated``) representative
+    data, an fp16 bundle is one TFLite model."""
     if precision not in PRECISIONS:
         raise UnknownNameError("precision", precision, PRECISIONS)
+    if precision == "fp16" and tuple(fmts) != ("tflite",):
+        raise BadInputError(f"float16 weights are a TFLite form here (decisions 27); an fp16 bundle holds "
+                            f"model.tflite only, not {', '.join(fmts)}",
+                            hint="--export tflite-fp16, or export onnx at fp32 (--export onnx)")
     if precision == "int8":
         if len(fmts) > 1:
             raise BadInputError("an int8 bundle holds one model: tflite-int8 (int8 input and output) or onnx-int8 "
@@ -170,30 +188,40 @@ def all_versions() -> dict[str, str | None]:
 def _export_one(module, example, f: str, tmp_path: Path, target: Path, *, versions: dict[str, str | None],
                 durations: dict[str, float], parity: bool, parity_inputs: np.ndarray | None, seed: int, rtol: float,
                 threads: int | None, names: tuple[str, str], metadata: dict[str, Any] | None,
-                calibration: np.ndarray | None = None) -> ExportedModel:
+                calibration: np.ndarray | None = None, precision: str = "fp32") -> ExportedModel:
     """Convert ``module`` to format ``f`` at ``tmp_path`` (tensors ``names``, ``metadata`` inside)
     and check its parity (seeded inputs, plus ``parity_inputs``); the result names ``target``,
-    where the file will be moved."""
+    where the file will be moved. fp16: parity against the float16 reference of ``module``, and
+    the file's difference from ``module`` itself recorded apart."""
     t0 = time.perf_counter()
-    log.info("converting to %s%s with %s (input %s %s)", f, "-int8" if calibration is not None else "", CONVERTER[f],
-             tuple(example.shape), INPUT_LAYOUT)
+    log.info("converting to %s%s with %s (input %s %s)", f, "" if precision == "fp32" else f"-{precision}",
+             CONVERTER[f], tuple(example.shape), INPUT_LAYOUT)
     if calibration is not None:  # int8: parity is accuracy, judged by the caller on labelled images
         (to_onnx_int8 if f == "onnx" else to_tflite_int8)(module, example, calibration, tmp_path, names=names,
                                                           metadata=metadata)
         parity = False
+    elif precision == "fp16":
+        to_tflite_fp16(module, example, tmp_path, names=names, metadata=metadata)
     else:
         (to_onnx if f == "onnx" else to_tflite)(module, example, tmp_path, names=names, metadata=metadata)
     durations[f"convert_{f}"] = round(time.perf_counter() - t0, 4)
     t0 = time.perf_counter()
     loaded = load_model(tmp_path, threads=threads)
     results = []
+    fp16_vs_fp32 = None
+    against = float16_reference(module) if precision == "fp16" and parity else module
     try:
         if parity:
-            results.append(check_parity(module, loaded, seed=seed, rtol=rtol))
+            results.append(check_parity(against, loaded, seed=seed, rtol=rtol))
             if parity_inputs is not None:
-                results.append(check_parity(module, loaded, inputs=parity_inputs, rtol=rtol))
+                results.append(check_parity(against, loaded, inputs=parity_inputs, rtol=rtol))
+        if precision == "fp16":  # what the float16 rounding itself changes: information, not a check
+            x = seeded_inputs(tuple(example.shape), seed)
+            diff, max_ref, _, _ = compare(loaded.run(x), torch_outputs(module, x), rtol)
+            fp16_vs_fp32 = {"max_abs_diff": diff, "max_abs_ref": max_ref, "seed": int(seed)}
     except ParityError as e:  # name the target, not the staging file that is about to vanish
-        raise ParityError(e.message.replace(str(tmp_path), str(target)) + "; nothing was written",
+        what = " (against PyTorch with its weights rounded to float16)" if precision == "fp16" else ""
+        raise ParityError(e.message.replace(str(tmp_path), str(target)) + what + "; nothing was written",
                           dataclasses.replace(e.result, path=str(target)), hint=e.hint) from None
     durations[f"parity_{f}"] = round(time.perf_counter() - t0, 4)
     results = [dataclasses.replace(r, path=str(target)) for r in results]
@@ -204,8 +232,8 @@ def _export_one(module, example, f: str, tmp_path: Path, target: Path, *, versio
         converter=CONVERTER[f], converter_version=versions.get("torch" if f == "onnx" else "litert-torch"),
         runtime=loaded.runtime, runtime_version=versions.get(loaded.runtime),
         output_shape=[int(v) if v is not None else -1 for v in loaded.output_shape], parity=results,
-        precision="int8" if calibration is not None else "fp32",
-        quantization=dict(loaded.quantization) if calibration is not None else None,
+        precision=precision, quantization=dict(loaded.quantization) if calibration is not None else None,
+        fp16_vs_fp32=fp16_vs_fp32,
     )
 
 
@@ -236,7 +264,8 @@ def export_model(
     ``input_shape``: the full NCHW shape, batch included (the exported batch is fixed).
     ``parity_inputs``: inputs to compare on, in addition to the seeded ones (any multiple of
     the batch). Existing ``<stem>.<ext>`` files in ``out_dir`` are replaced only with ``force``.
-    Raises :class:`~nagkit.export.parity.ParityError` (exit 1) on a mismatch and
+    ``precision``: ``fp32``; ``int8`` with ``calibration`` (parity is then the caller's accuracy
+    check); ``fp16`` (TFLite only, against :func:`~nagkit.export.parity.float16_reference`). Raises :class:`~nagkit.export.parity.ParityError` (exit 1) on a mismatch and
     :class:`~nagkit.runtimes.convert.ConversionError` (exit 3) when a converter fails.
     """
     import torch
@@ -272,7 +301,7 @@ def export_model(
             models[f] = _export_one(module, example, f, staging / targets[f].name, targets[f], versions=versions,
                                     durations=durations, parity=parity, parity_inputs=parity_inputs, seed=seed,
                                     rtol=rtol, threads=threads, names=names, metadata=meta,
-                                    calibration=calibration if precision == "int8" else None)
+                                    calibration=calibration if precision == "int8" else None, precision=precision)
         for f in fmts:
             os.replace(staging / targets[f].name, targets[f])
     except BaseException:

@@ -152,7 +152,9 @@ def make_manifest(
                 "precision": em.precision,
             } for f, em in export.models.items()
         }
-    if export is not None and export.precision != "fp32":
+    if export is not None and export.precision == "fp16":
+        m["quantization"] = _float16(export)
+    elif export is not None and export.precision != "fp32":
         m["quantization"] = _quantization(export, int8)
     if seed is not None:
         m["seed"] = int(seed)
@@ -181,6 +183,28 @@ INT8_SCHEME = {
         "tool": "onnxruntime.quantization.quantize_static (QDQ, static post-training quantization)",
     },
 }
+
+
+FP16_SCHEME = {
+    "weights": "float16 (conv, depthwise conv, fully connected; BatchNorm folded first), behind DEQUANTIZE ops "
+               "that give float32 at load",
+    "activations": "float32",
+    "bias": "float32",
+    "float": "everything but those weights: the input and output tensors are float32",
+    "tool": "litert-torch with its float16 recipe (ai-edge-quantizer float casting, weight-only)",
+}
+
+
+def _float16(export) -> dict[str, Any]:
+    """An fp16 bundle's ``quantization``: the scheme, and parity: the file against PyTorch with
+    its weights rounded to float16 (``files.*.parity``, the fp32 tolerance), and the rounding's
+    own effect, the file against the fp32 module (information, not a check)."""
+    (em,) = [m for m in export.models.values()][:1]
+    w = em.worst_parity
+    return {"precision": "fp16", "scheme": dict(FP16_SCHEME),
+            "parity": {"reference": "PyTorch, BatchNorm folded, conv and linear weights rounded to float16",
+                       "max_abs_diff": w.max_abs_diff if w else None, "tolerance": w.tolerance if w else None,
+                       "fp32": dict(em.fp16_vs_fp32) if em.fp16_vs_fp32 else None}}
 
 
 def _quantization(export, int8: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Parity checks: an exported model, run in its runtime, against the PyTorch module.
 
 The check passes when ``max|exported - PyTorch| <= rtol * max(1, max|PyTorch|)`` with
-``rtol = 1e-4`` (fp32). Inputs are seeded (``torch.Generator``, standard normal, which is
+``rtol = 1e-4`` (fp32). A float16-weight file is checked the same way against
+:func:`float16_reference` (the module with its weights rounded as the file stores them). Inputs are seeded (``torch.Generator``, standard normal, which is
 about the range of mean/std-normalised images) or given by the caller. A failure raises
 :class:`ParityError` (a :class:`~nagkit.errors.CheckFailedError`, exit 1) that reports the max
 difference, the tolerance and the input seed.
@@ -82,6 +83,37 @@ def torch_outputs(module, x: np.ndarray) -> np.ndarray:
     with torch.no_grad():
         y = module(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(device))
     return y.detach().float().cpu().numpy()
+
+
+def float16_reference(module):
+    """What a float16-weight file computes (decisions 27), in PyTorch: a CPU copy of ``module``
+    (eval) with every BatchNorm folded into the convolution before it, as the converter folds,
+    and every convolution and linear weight rounded to float16 (round to nearest even) and back;
+    biases and arithmetic stay float32. An fp16 export is checked against it at the fp32
+    tolerance, so the check still catches a wrong graph, while the float16 rounding itself is
+    reported apart (the file against the fp32 ``module``). A BatchNorm that does not follow a
+    convolution cannot be folded the converter's way: an error, never a silent approximation."""
+    import copy
+
+    import torch
+    from torch.nn.utils.fusion import fuse_conv_bn_eval
+
+    ref = copy.deepcopy(module).cpu().float().eval()
+    for parent in list(ref.modules()):
+        kids = list(parent.named_children())
+        for (cname, conv), (bname, bn) in zip(kids, kids[1:]):
+            if isinstance(conv, torch.nn.Conv2d) and isinstance(bn, torch.nn.BatchNorm2d):
+                setattr(parent, cname, fuse_conv_bn_eval(conv, bn))
+                setattr(parent, bname, torch.nn.Identity())
+    left = [n for n, m in ref.named_modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if left:
+        raise CheckFailedError(f"cannot build the float16 reference: BatchNorm {left[0]!r} does not follow a "
+                               f"convolution ({len(left)} such)", hint="export fp32 (--export tflite)")
+    with torch.no_grad():
+        for m in ref.modules():
+            if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)):
+                m.weight.copy_(m.weight.half().float())
+    return ref
 
 
 def compare(out: np.ndarray, ref: np.ndarray, rtol: float = DEFAULT_RTOL) -> tuple[float, float, float, bool]:

@@ -161,6 +161,8 @@ def _int8_section(q: Mapping[str, Any] | None) -> list[str]:
     """An int8 model's input and output (quantized or float) and its accuracy against fp32."""
     if not q:
         return []
+    if q.get("precision") == "fp16":
+        return _fp16_section(q)
     i, o, p = q["input"], q["output"], q.get("parity")
     lines = ["## int8", ""]
     if i is None or o is None:  # onnx-int8: QDQ, float input and output
@@ -174,6 +176,19 @@ def _int8_section(q: Mapping[str, Any] | None) -> list[str]:
                   f"{100 * p['top1_agreement']:.2f}%, accuracy {100 * p['int8_accuracy']:.2f}% vs "
                   f"{100 * p['fp32_accuracy']:.2f}% fp32 (drop {p['drop_points']:.2f} points, allowed "
                   f"{p['max_drop_points']:g}).", ""]
+    return lines
+
+
+def _fp16_section(q: Mapping[str, Any]) -> list[str]:
+    """A float16-weight model: float in and out, and how far the rounding moved its outputs."""
+    lines = ["## fp16", "", f"Float16 weights. Weights: {q['scheme']['weights']}. Activations: "
+             f"{q['scheme']['activations']}. Its input and output are float32: feed it what `preprocess` returns.", ""]
+    p = q.get("parity") or {}
+    if p.get("fp32") and p.get("max_abs_diff") is not None:
+        f = p["fp32"]
+        lines += [f"Against the fp32 model on a seeded input: max|diff| {f['max_abs_diff']:.3g} on logits up to "
+                  f"{f['max_abs_ref']:.3g}; against {p['reference']}: {p['max_abs_diff']:.3g} (tolerance "
+                  f"{p['tolerance']:.3g}).", ""]
     return lines
 
 

@@ -83,13 +83,13 @@ def default_cache_dir() -> Path:
 
 def check_format_precision(fmt: str, precision: str) -> str:
     """``precision`` (see :data:`~nagkit.runtimes.convert.PRECISIONS`) for models of ``fmt``:
-    a torch module (what a CUDA device times) has no int8 form here."""
+    a torch module (what a CUDA device times) has no int8 or fp16 form here, an onnx model no fp16."""
     check_precision_name(precision)
     if precision != "fp32" and fmt not in ("tflite", "onnx"):
         raise BadInputError(f"precision {precision!r} needs a device that runs tflite or onnx models; this one "
                             f"runs {fmt} models", hint="use --precision fp32 on this device, or profile a "
                                                        "--device cpu (LiteRT or ONNX Runtime) or adb:SERIAL one")
-    return precision
+    return check_precision_name(precision, fmt)
 
 
 def precision_dir(fmt: str, precision: str, tag: str) -> str:

@@ -33,7 +33,10 @@ log = logging.getLogger(__name__)
 ONNX_OPSET = 17
 IO_NAMES = ("image", "logits")  # the input and output tensors of every exported whole network, both formats
 #: What a model's weights and activations are: a table, a block cache and a bundle each have one.
-PRECISIONS = ("fp32", "int8")
+PRECISIONS = ("fp32", "int8", "fp16")
+#: The precisions each format is converted at: float16 weights are a TFLite form (weights stored
+#: float16, DEQUANTIZE to float32 at load; decisions 27), not built for ONNX here.
+FORMAT_PRECISIONS = {"tflite": ("fp32", "int8", "fp16"), "onnx": ("fp32", "int8")}
 #: The representative inputs :func:`convert_module` quantizes a latency model with (seeded normal):
 #: they set the activation ranges, which change no operator, so not the latency either.
 LATENCY_CALIBRATION_INPUTS = 4
@@ -274,6 +277,33 @@ def to_tflite_int8(module, example, calibration, path: str | os.PathLike, *, nam
     return path
 
 
+def to_tflite_fp16(module, example, path: str | os.PathLike, *, names: tuple[str, str] | None = None,
+                   metadata: Mapping[str, Any] | None = None) -> Path:
+    """Float16 weights (decisions 27): litert-torch's conversion with its float16 recipe
+    (ai-edge-quantizer's float casting, weight-only). Every convolution, depthwise convolution
+    and fully-connected weight is stored float16 behind a DEQUANTIZE op, which a runtime turns
+    into float32 at load (or feeds a float16 GPU/NPU as is); biases, activations, the input and
+    the output stay float32. The file is half the fp32 size and computes what PyTorch computes
+    with the BatchNorm-folded weights rounded to float16
+    (:func:`nagkit.export.parity.float16_reference`)."""
+    if not log.isEnabledFor(logging.DEBUG):
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    path = Path(path)
+    module = module.eval()
+    with _converting(module, example, path, (".tflite",), "float16 TFLite conversion",
+                     "export fp32 (--export tflite), or rerun with NAGKIT_DEBUG=1 for the traceback") as job:
+        with job.captured("litert-torch (float16 weights)"):
+            import litert_torch
+            from litert_torch.generative.quantize.quant_recipes import full_fp16_recipe
+
+            name, output = names or IO_NAMES
+            edge = litert_torch.convert(_named(module, output), sample_kwargs={name: example},
+                                        quant_config=full_fp16_recipe())
+            edge.export(job.tmp)
+        _finish_tflite(job.tmp, names, metadata)
+    return path
+
+
 def to_onnx_int8(module, example, calibration, path: str | os.PathLike, *, names: tuple[str, str] = ("input", "output"),
                  metadata: Mapping[str, Any] | None = None) -> Path:
     """Static post-training quantization with ``onnxruntime.quantization.quantize_static``: the
@@ -321,19 +351,20 @@ def _named(module, output: str):
     return Named().eval()
 
 
-def check_precision_name(precision: str) -> str:
-    """``precision`` if nagkit knows it, else :class:`~nagkit.registry.UnknownNameError` (exit 2)."""
-    from nagkit.errors import UnknownNameError
+def check_precision_name(precision: str, fmt: str | None = None) -> str:
+    """``precision`` if nagkit knows it (and converts ``fmt`` at it), else a clear error (exit 2):
+    :class:`~nagkit.registry.UnknownNameError` for a name it does not know."""
+    from nagkit.errors import BadInputError, UnknownNameError
 
     if precision not in PRECISIONS:
-        if precision == "fp16":
-            from nagkit.errors import BadInputError
-
-            raise BadInputError("precision 'fp16' is not supported yet (float16 weights need their own converter "
-                                f"path; docs/decisions.md 23); valid: {', '.join(PRECISIONS)}",
-                                hint="use --precision fp32 or --precision int8")
         raise UnknownNameError("precision", precision, PRECISIONS,
-                               hint="fp32 is the default; int8 is full-integer (e.g. --precision int8)")
+                               hint="fp32 is the default; int8 is full-integer, fp16 float16 weights "
+                                    "(e.g. --precision int8)")
+    if fmt is not None and precision not in FORMAT_PRECISIONS.get(fmt, ("fp32",)):
+        valid = FORMAT_PRECISIONS.get(fmt, ("fp32",))
+        raise BadInputError(f"precision {precision!r} is not built for {fmt} models; {fmt} precisions: "
+                            f"{', '.join(valid)} (float16 weights are a TFLite form here: decisions 27)",
+                            hint="use a tflite device or export (tflite-fp16), or another precision")
     return precision
 
 
@@ -344,14 +375,15 @@ def convert_module(module, input_shape: tuple[int, ...], fmt: str, path: str | o
     tensor names (:data:`IO_NAMES` for whole networks, as exported; None: the converter's).
     ``precision="int8"``: quantized as an int8 bundle is (:func:`to_tflite_int8`,
     :func:`to_onnx_int8`), with :data:`LATENCY_CALIBRATION_INPUTS` seeded normal inputs as the
-    representative data: a model for timing, whose graph is the bundle's (only the scales differ)."""
+    representative data: a model for timing, whose graph is the bundle's (only the scales differ).
+    ``precision="fp16"`` (tflite only): float16 weights, as an fp16 bundle is (:func:`to_tflite_fp16`)."""
     import torch
 
     from nagkit.errors import BadInputError
 
     if fmt not in ("tflite", "onnx"):
         raise BadInputError(f"cannot convert to {fmt!r}; valid: tflite, onnx")
-    check_precision_name(precision)
+    check_precision_name(precision, fmt)
     gen = torch.Generator().manual_seed(0)
     example = torch.randn(*input_shape, generator=gen)
     if precision == "int8":
@@ -359,6 +391,8 @@ def convert_module(module, input_shape: tuple[int, ...], fmt: str, path: str | o
         if fmt == "tflite":
             return to_tflite_int8(module, example, cal, Path(path), names=names)
         return to_onnx_int8(module, example, cal, Path(path), **({"names": names} if names else {}))
+    if precision == "fp16":
+        return to_tflite_fp16(module, example, Path(path), names=names)
     if fmt == "tflite":
         return to_tflite(module, example, Path(path), names=names)
     return to_onnx(module, example, Path(path), **({"names": names} if names else {}))

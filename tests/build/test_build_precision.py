@@ -81,11 +81,48 @@ def test_a_table_of_another_precision_without_a_twin_exits_2_and_writes_nothing(
     assert list(out.iterdir()) == []
 
 
-def test_quantize_after_goes_with_an_int8_export(tmp_path, capsys):
+def test_quantize_after_goes_with_an_int8_or_fp16_export(tmp_path, capsys):
     r = run_cli_inproc(["build", "--budget", "3", "--export", "tflite", "--quantize-after", "--out",
                         str(tmp_path / "b")], capsys)
-    assert r.code == 2 and "--quantize-after goes with an int8 export" in r.err, r.err
+    assert r.code == 2 and "--quantize-after goes with an int8 or fp16 export" in r.err, r.err
+    assert "tflite-fp16" in r.err, r.err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_fp16_export_of_an_fp32_table_without_a_twin_exits_2_and_says_both_fixes(tmp_path, capsys):
+    r = run_cli_inproc(["build", "--budget", "3", "--export", "tflite-fp16", "--out", str(tmp_path / "b")], capsys)
+    assert r.code == 2 and r.out == "", r.err
+    assert len([ln for ln in r.err.splitlines() if ln.startswith("error:")]) == 1, r.err
+    for s in ("is fp32, but the export is fp16", "no fp16 workspace", "--precision fp16", "--quantize-after"):
+        assert s in r.err, r.err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_an_fp16_build_quantized_after_says_so_and_holds_float16_weights(tmp_path):
+    """`--export tflite-fp16 --quantize-after` on fmnist: the fp32 table's pick with float16
+    weights, checked against its float16 reference; the manifest says the latency is fp32's.
+    The supernet's weights as --weights (no BN recalibration: the float16 path is under test)."""
+    import torch
+
+    from nagkit.app.build import BuildOptions, build
+    from nagkit.app.int8 import FP16_TABLE_NOTE
+
+    sn = RESOURCES_DIR / "workspaces" / "fmnist" / "supernet" / "supernet.pt"
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        res = build(3.0, workspace="fmnist", options=BuildOptions(formats="tflite-fp16", quantize_after=True,
+                                                                  accuracy="never", out=tmp_path / "b",
+                                                                  weights=str(sn)))
+    finally:
+        torch.set_num_threads(n)
+    m = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert res.precision == "fp16" and m["build"]["workspace"] == "fmnist"
+    assert m["files"]["model.tflite"]["precision"] == "fp16" and m["quantization"]["precision"] == "fp16"
+    assert m["files"]["model.tflite"]["parity"]["passed"] is True and FP16_TABLE_NOTE in m["notes"]
+    assert 0 < m["quantization"]["parity"]["max_abs_diff"] < m["quantization"]["parity"]["fp32"]["max_abs_diff"]
+    assert m["accuracy"] is None  # --accuracy never: the 10,000-image run is tested for fp32 (test_build_manifest)
 
 
 def test_a_copy_of_the_int8_twin_reads_the_shipped_supernet_cache_and_never_writes_it():

@@ -29,6 +29,13 @@ def _int8_tensors(path) -> tuple[int, int]:
     return kinds.count("int8"), kinds.count("float32")
 
 
+def _dtype_tensors(path, dtype) -> int:
+    """How many tensors of ``dtype`` a .tflite file has, read by LiteRT's interpreter."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    return sum(np.dtype(t["dtype"]) == np.dtype(dtype) for t in Interpreter(model_path=str(path)).get_tensor_details())
+
+
 def test_a_table_records_its_precision_and_old_tables_are_fp32(tmp_path):
     space = make_tiny_space()
     t = LatencyTable.create(space, synthetic_entries(space), device={"spec": "synthetic"}, runtime={"name": "none"},
@@ -67,8 +74,8 @@ def test_a_torch_device_has_no_int8_blocks():
 
 
 @pytest.mark.parametrize("value, says", [
-    ("int4", ["unknown precision 'int4'", "Valid precisions: fp32, int8", "--precision int8"]),
-    ("fp16", ["'fp16' is not supported yet", "valid: fp32, int8"]),
+    ("int4", ["unknown precision 'int4'", "Valid precisions: fp16, fp32, int8", "--precision int8"]),
+    ("fp8", ["unknown precision 'fp8'", "fp16"]),
     ("", ["unknown precision ''"]),
 ])
 def test_an_unknown_precision_is_refused_before_any_work(tmp_path, capsys, value, says):
@@ -80,6 +87,47 @@ def test_an_unknown_precision_is_refused_before_any_work(tmp_path, capsys, value
     for s in says:
         assert s in r.err, r.err
     assert list(tmp_path.iterdir()) == []  # no table, no journal, no cache
+
+
+def test_fp16_is_a_tflite_precision_and_an_onnx_profile_at_it_is_refused(tmp_path, capsys):
+    from nagkit.latency.blocks import BlockCache, check_format_precision
+
+    assert check_format_precision("tflite", "fp16") == "fp16"
+    assert BlockCache("tflite", precision="fp16").dir.name.startswith("tflite-fp16-")
+    with pytest.raises(BadInputError, match="not built for onnx"):
+        check_format_precision("onnx", "fp16")
+    with pytest.raises(BadInputError, match="tflite or onnx"):
+        check_format_precision("torch", "fp16")
+    out = tmp_path / "t.json"
+    r = run_cli_inproc(["profile", "--device", "cpu:runtime=onnxruntime", "--precision", "fp16", "--out", str(out),
+                        "--cache-dir", str(tmp_path / "cache"), "--no-progress"], capsys)
+    assert r.code == 2 and r.out == "" and "'fp16' is not built for onnx" in r.err, r.err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_an_fp16_profile_times_float16_weight_blocks(tmp_path):
+    """A tiny space profiled at fp16 on CPU LiteRT: every block with weights stores them float16."""
+    from nagkit.devices.registry import get_device
+    from nagkit.latency.blocks import BlockCache, unique_layers
+    from nagkit.latency.profiler import profile
+
+    space = make_tiny_space(resolutions=(32,), ks_list=(3,), expand_list=(3,), depth_list=(1,))
+    dev_file = tmp_path / "dev.yaml"
+    dev_file.write_text(f"device: cpu:runtime=litert,threads=1\nmeasure: {FAST_MEASURE}\n")
+    cache = tmp_path / "cache"
+    with get_device(str(dev_file)) as dev:
+        res = profile(dev, space, [32], tmp_path / "t.json", cache_dir=cache, progress=False, precision="fp16")
+    table = LatencyTable.load(tmp_path / "t.json")
+    assert table.precision == "fp16" and res.to_dict()["precision"] == "fp16"
+    assert set(table.entries) == set(unique_layers(space, [32]))
+    bc = BlockCache("tflite", cache, precision="fp16")
+    with_weights = 0
+    for key in table.entries:
+        n_half = _dtype_tensors(bc.path_for(key), np.float16)
+        assert n_half > 0 or key.startswith("pool-"), key
+        with_weights += n_half > 0
+    assert with_weights > 0 and not BlockCache("tflite", cache).dir.exists()  # no fp32 block was converted
 
 
 @pytest.mark.slow
