@@ -265,7 +265,8 @@ def export_model(
     ``parity_inputs``: inputs to compare on, in addition to the seeded ones (any multiple of
     the batch). Existing ``<stem>.<ext>`` files in ``out_dir`` are replaced only with ``force``.
     ``precision``: ``fp32``; ``int8`` with ``calibration`` (parity is then the caller's accuracy
-    check); ``fp16`` (TFLite only, against :func:`~nagkit.export.parity.float16_reference`). Raises :class:`~nagkit.export.parity.ParityError` (exit 1) on a mismatch and
+    check); ``fp16`` (TFLite only, against :func:`~nagkit.export.parity.float16_reference`).
+    Raises :class:`~nagkit.export.parity.ParityError` (exit 1) on a mismatch and
     :class:`~nagkit.runtimes.convert.ConversionError` (exit 3) when a converter fails.
     """
     import torch
