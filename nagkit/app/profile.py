@@ -25,7 +25,8 @@ class ProfileOptions:
     ``benchmark_binary``: a phone's ``benchmark_model`` to push; ``calibrate``: then measure N
     whole networks and calibrate the table on them (``"default"``: the default count; 0 or None:
     no calibration; adopted only if it beats the raw block sum on held-out networks);
-    ``precision``: ``fp32`` or ``int8`` (blocks and networks quantized, an int8 table);
+    ``precision``: ``fp32``, ``int8`` (blocks and networks quantized, an int8 table) or ``fp16``
+    (tflite devices: float16 weights, an fp16 table);
     ``block_passes``: passes over the blocks, the best recorded (default: 3 on this machine's
     CPU, 1 on a phone; :mod:`nagkit.latency.passes`)."""
 

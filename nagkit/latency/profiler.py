@@ -282,7 +282,8 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
     (default :func:`default_table_path`); see the module doc. ``on_start(out, facts)`` is
     called once the device has been checked, before any conversion. ``precision="int8"``:
     every block is quantized as an int8 bundle is (``nagkit.runtimes.convert.convert_module``)
-    and the table says it is an int8 table.
+    and the table says it is an int8 table; ``"fp16"`` (tflite devices): float16 weights, as an
+    fp16 bundle's.
 
     ``passes``: every block is measured once per pass over the list and the table records its
     best pass (:mod:`nagkit.latency.passes`), with up to ``extra_passes`` more passes over the

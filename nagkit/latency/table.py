@@ -9,13 +9,14 @@ File format (JSON)::
 
     {"format": "nagkit-latency-table", "schema": 1, "device": {...}, "runtime": {...},
      "space": {"name": ..., "spec": {SearchSpace.to_dict()}}, "resolutions": [224, ...],
-     "created": "2026-...Z", "stat": "median_ms", "precision": "fp32" | "int8",
+     "created": "2026-...Z", "stat": "median_ms", "precision": "fp32" | "int8" | "fp16",
      "entries": {key: {"median_ms", "mean_ms", "std_ms", "p10_ms", "p90_ms", "n"}},
      "entries_sha256": "...", "calibration": null | {...}, "provenance": {...}}
 
 ``precision`` is what the blocks were measured as: ``int8`` tables (``nagkit profile --precision
-int8``) time every block quantized, and predict int8 bundles only; tables written before it
-existed have none and are fp32.
+int8``) time every block quantized, and predict int8 bundles only; ``fp16`` tables time every
+block with float16 weights (decisions 27); tables written before precisions existed have none
+and are fp32.
 
 ``entries_sha256`` is a sha256 over the canonical JSON of ``entries``; :meth:`LatencyTable.load`
 recomputes and checks it. ``space_sha256`` does the same for ``space`` (name and spec); tables
