@@ -26,3 +26,15 @@ def run_cli_inproc(args: list[str], capsys) -> Result:
     code = main(args)
     cap = capsys.readouterr()
     return Result(code, cap.out, cap.err)
+
+
+def assert_refused(r: Result, says, folder) -> None:
+    """A refusal as the rules want it: exit 2, nothing on stdout, one error line naming every
+    string of ``says`` (with its hint), and ``folder`` left empty."""
+    from pathlib import Path
+
+    assert r.code == 2 and r.out == "", r.err
+    assert len([ln for ln in r.err.splitlines() if ln.startswith("error:")]) == 1, r.err
+    for s in says:
+        assert s in r.err, r.err
+    assert list(Path(folder).iterdir()) == []

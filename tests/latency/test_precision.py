@@ -108,50 +108,53 @@ def test_fp16_is_a_tflite_precision_and_an_onnx_profile_at_it_is_refused(tmp_pat
 @pytest.mark.slow
 def test_an_fp16_profile_times_float16_weight_blocks(tmp_path):
     """A tiny space profiled at fp16 on CPU LiteRT: every block with weights stores them float16."""
-    from nagkit.devices.registry import get_device
-    from nagkit.latency.blocks import BlockCache, unique_layers
-    from nagkit.latency.profiler import profile
-
-    space = make_tiny_space(resolutions=(32,), ks_list=(3,), expand_list=(3,), depth_list=(1,))
-    dev_file = tmp_path / "dev.yaml"
-    dev_file.write_text(f"device: cpu:runtime=litert,threads=1\nmeasure: {FAST_MEASURE}\n")
-    cache = tmp_path / "cache"
-    with get_device(str(dev_file)) as dev:
-        res = profile(dev, space, [32], tmp_path / "t.json", cache_dir=cache, progress=False, precision="fp16")
-    table = LatencyTable.load(tmp_path / "t.json")
-    assert table.precision == "fp16" and res.to_dict()["precision"] == "fp16"
-    assert set(table.entries) == set(unique_layers(space, [32]))
-    bc = BlockCache("tflite", cache, precision="fp16")
+    with _tiny_device(tmp_path) as dev:
+        _, table, bc = _profile_tiny(dev, tmp_path, "fp16", expand_list=(3,))
     with_weights = 0
     for key in table.entries:
         n_half = _dtype_tensors(bc.path_for(key), np.float16)
         assert n_half > 0 or key.startswith("pool-"), key
         with_weights += n_half > 0
-    assert with_weights > 0 and not BlockCache("tflite", cache).dir.exists()  # no fp32 block was converted
+    assert with_weights > 0
+
+
+def _tiny_device(tmp_path):
+    from nagkit.devices.registry import get_device
+
+    dev_file = tmp_path / "dev.yaml"
+    dev_file.write_text(f"device: cpu:runtime=litert,threads=1\nmeasure: {FAST_MEASURE}\n")
+    return get_device(str(dev_file))
+
+
+def _profile_tiny(dev, tmp_path, precision: str, expand_list: tuple[int, ...]):
+    """(space, table, block cache): a tiny space (r=32, k3, depth 1) profiled at ``precision`` into
+    ``tmp_path/t.json``, checked to be a table of that precision with every block and no fp32 block
+    converted."""
+    from nagkit.latency.blocks import BlockCache, unique_layers
+    from nagkit.latency.profiler import profile
+
+    space = make_tiny_space(resolutions=(32,), ks_list=(3,), expand_list=expand_list, depth_list=(1,))
+    cache = tmp_path / "cache"
+    res = profile(dev, space, [32], tmp_path / "t.json", cache_dir=cache, progress=False, precision=precision)
+    table = LatencyTable.load(tmp_path / "t.json")
+    assert table.precision == precision and res.to_dict()["precision"] == precision
+    assert set(table.entries) == set(unique_layers(space, [32]))
+    assert not BlockCache("tflite", cache).dir.exists()  # no fp32 block was converted
+    return space, table, BlockCache("tflite", cache, precision=precision)
 
 
 @pytest.mark.slow
 def test_an_int8_profile_times_quantized_blocks_and_validates_int8_networks(tmp_path):
     """A tiny space (10 blocks, 4 archs at r=32) profiled at int8 on CPU LiteRT; then validated."""
-    from nagkit.devices.registry import get_device
-    from nagkit.latency.blocks import BlockCache, unique_layers
     from nagkit.latency.profiler import profile
     from nagkit.latency.validate import NetworkCache, validate
 
-    space = make_tiny_space(resolutions=(32,), ks_list=(3,), expand_list=(3, 4), depth_list=(1,))
-    dev_file = tmp_path / "dev.yaml"
-    dev_file.write_text(f"device: cpu:runtime=litert,threads=1\nmeasure: {FAST_MEASURE}\n")
     cache = tmp_path / "cache"
-    with get_device(str(dev_file)) as dev:
-        res = profile(dev, space, [32], tmp_path / "t.json", cache_dir=cache, progress=False, precision="int8")
-        table = LatencyTable.load(tmp_path / "t.json")
-        assert table.precision == "int8" and res.to_dict()["precision"] == "int8"
-        assert set(table.entries) == set(unique_layers(space, [32]))
-        bc = BlockCache("tflite", cache, precision="int8")
+    with _tiny_device(tmp_path) as dev:
+        space, table, bc = _profile_tiny(dev, tmp_path, "int8", expand_list=(3, 4))
         for key in table.entries:  # every block with weights was timed quantized (a lone pool has none to quantize)
             n_int8, _ = _int8_tensors(bc.path_for(key))
             assert n_int8 > 0 or key.startswith("pool-"), key
-        assert not BlockCache("tflite", cache).dir.exists()  # no fp32 block was converted
         with pytest.raises(BadInputError, match="precision: journal 'int8' vs now 'fp32'"):
             profile(dev, space, [32], tmp_path / "t.json", resume=True, cache_dir=cache, progress=False)
         report = validate(table, dev, space, n=2, seed=3, cache_dir=cache, progress=False, passes=1, extra_passes=0)
