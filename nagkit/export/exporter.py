@@ -258,8 +258,7 @@ def export_model(
     """Convert ``module`` to each format, check parity, move the files into ``out_dir``.
 
     ``names``: the input and output tensor names (both formats); ``metadata``: a JSON object
-    written into each file (:mod:`nagkit.runtimes.metadata`; e.g.
-    :func:`nagkit.export.manifest.model_metadata`).
+    written into each file (:mod:`nagkit.runtimes.metadata`; e.g. ``model_metadata``).
 
     ``input_shape``: the full NCHW shape, batch included (the exported batch is fixed).
     ``parity_inputs``: inputs to compare on, in addition to the seeded ones (any multiple of
