@@ -93,7 +93,6 @@ def _human(r: dict[str, Any]) -> str:
         parity = (f"parity max|diff| {m['parity_max_abs_diff']:.2e} <= {m['parity_tolerance']:.1e} ({m['runtime']}, "
                   f"seed {m['parity_seed']})" if m["parity_max_abs_diff"] is not None else f"int8 ({m['runtime']})")
         lines.append(f"  {f:<7}  {m['path']}  {m['size_bytes'] / 1e6:.2f} MB   {parity}")
-    for f, m in r["files"].items():
         if m.get("fp16_vs_fp32"):
             q = m["fp16_vs_fp32"]
             lines.append(f"  fp16     parity is against PyTorch with its weights rounded to float16; against fp32: "
