@@ -285,7 +285,7 @@ _DEFAULT_COUNT = "default"  # nagkit.app.profile.DEFAULT_COUNT (not imported: th
                    "`--export tflite-fp16` does; the table records it and predicts only bundles of that precision.")
 @click.option("--block-passes", "block_passes", type=click.IntRange(1, 20), default=None, metavar="N",
               help="Measure every block in N passes over the list and keep its best pass (load elsewhere only "
-                   "slows a run down); blocks whose best no other pass confirms within 3% get up to 2 more. "
+                   "slows a run down); blocks whose best no other pass confirms within 3% get up to 4 more. "
                    "Default: 3 on this machine's CPU, 1 on a phone.")
 @cache_option
 @jobs_option

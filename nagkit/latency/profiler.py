@@ -288,7 +288,7 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
     ``passes``: every block is measured once per pass over the list and the table records its
     best pass (:mod:`nagkit.latency.passes`), with up to ``extra_passes`` more passes over the
     blocks no other pass confirms. Default: :data:`~nagkit.latency.passes.PASSES` (and
-    ``EXTRA_PASSES``) on a device that measures on this machine's CPU, which other work shares;
+    ``BLOCK_EXTRA_PASSES``) on a device that measures on this machine's CPU, which other work shares;
     1 on a phone, which measures alone and whose ``benchmark_model`` runs are long."""
     t0 = time.perf_counter()
     passes, extra_passes = check_passes(passes, extra_passes)
@@ -300,12 +300,12 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
     layers = unique_layers(space, res)
     jpath = journal_path(out)
     ident = device_identity(device, precision)
-    from nagkit.latency.passes import EXTRA_PASSES, PASSES
+    from nagkit.latency.passes import BLOCK_EXTRA_PASSES, PASSES
 
     if passes is None:
         passes = PASSES if on_host else 1
     if extra_passes is None:
-        extra_passes = EXTRA_PASSES if passes > 1 else 0
+        extra_passes = BLOCK_EXTRA_PASSES if passes > 1 else 0
     if on_start is not None:
         on_start(out, facts)
     with journal_lock(jpath):
@@ -452,15 +452,16 @@ def _layer_dict(layer: LayerSpec) -> dict[str, Any]:
 def build_table(device, space: SearchSpace, res: list[int], journal: Journal,
                 layers: Mapping[str, LayerSpec], provenance_extra: Mapping[str, Any],
                 precision: str = "fp32") -> LatencyTable:
-    """The table of every journalled block the space needs at ``res``: each block's best pass
-    (:mod:`nagkit.latency.passes`; a block measured once is its one measurement)."""
-    from nagkit.latency.passes import STATISTIC, confirmed, pass_noise, pick
+    """The table of every journalled block the space needs at ``res``: each block's best pass,
+    confirmed or not (:func:`nagkit.latency.passes.best`; a block measured once is its one
+    measurement)."""
+    from nagkit.latency.passes import BLOCK_STATISTIC, best, confirmed, pass_noise
 
     entries, noisy, unconfirmed, per = {}, [], [], []
     for key in layers:
         recs = journal.passes[key]
         meds = [r["stats"]["median_ms"] for r in recs]
-        s = recs[pick(meds)]["stats"]
+        s = recs[best(meds)]["stats"]
         entries[key] = {f: s.get(f) for f in ("median_ms", "mean_ms", "std_ms", "p10_ms", "p90_ms", "n")}
         if len(recs) > 1:
             per.append(meds)
@@ -471,9 +472,10 @@ def build_table(device, space: SearchSpace, res: list[int], journal: Journal,
     info = dict(device.info() or {})
     info.setdefault("spec", str(device.spec))
     info["spec"] = str(device.spec)
-    passes = {"statistic": STATISTIC if per else "median of one measurement",
+    noise = {**pass_noise(per), "statistic": BLOCK_STATISTIC} if per else None
+    passes = {"statistic": BLOCK_STATISTIC if per else "median of one measurement",
               "passes": max(len(journal.passes[k]) for k in layers) if layers else 0,
-              "noise": pass_noise(per) if per else None, "unconfirmed_blocks": unconfirmed}
+              "noise": noise, "unconfirmed_blocks": unconfirmed}
     prov = {"source": "nagkit profile", "versions": versions(), "host": platform.node(),
             "argv": sys.argv[1:], "noisy_blocks": noisy, "block_passes": passes, **provenance_extra}
     return LatencyTable.create(space, entries, device=info, runtime=dict(device.runtime_info() or {}),
