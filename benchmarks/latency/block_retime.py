@@ -20,6 +20,8 @@ conversion cache), and:
 
     python benchmarks/latency/block_retime.py --run-dir .cache/bench_cli_path/cli-path-litert-ofa-mbv3-w1.0-r224 \\
         --bench results/cli-path-litert-ofa-mbv3-w1.0-r224-amd-epyc-2026-11-27.json --out results/block-retime-<tag>.json
+
+``--retimed FILE`` analyses a re-timing made earlier with the same protocol instead of timing.
 """
 
 from __future__ import annotations
@@ -98,6 +100,8 @@ def main(argv=None) -> int:
     ap.add_argument("--bench", required=True, help="that run's result JSON (validation and plain-timer figures)")
     ap.add_argument("--passes", type=int, default=5)
     ap.add_argument("--window", type=float, default=0.5, help="seconds of invokes per block per pass")
+    ap.add_argument("--retimed", default=None,
+                    help="analyse an earlier re-timing (its JSON: {'per': {block: [pass medians]}}) instead of timing")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
 
@@ -108,7 +112,7 @@ def main(argv=None) -> int:
 
     run = Path(args.run_dir)
     table = LatencyTable.load(run / "table.json")
-    space = table.space
+    space = table.space()
     journal = journal_passes(run / "table.json.journal.jsonl")
     blocks = sorted(table.entries)
     caches = [d for d in (run / "cache").iterdir() if d.is_dir() and d.name.startswith("tflite-")]
@@ -118,7 +122,12 @@ def main(argv=None) -> int:
     started = utc_now()
     with LoadSampler() as load:
         t0 = time.perf_counter()
-        per = retime(files, args.passes, args.window)
+        if args.retimed:  # the same protocol, run earlier (its file says when and how)
+            earlier = json.loads(Path(args.retimed).read_text())
+            per = {k: earlier["per"][k] for k in blocks}
+            args.passes, args.window = earlier["passes"], earlier["window_s"]
+        else:
+            per = retime(files, args.passes, args.window)
         wall = time.perf_counter() - t0
 
     bench = json.loads(Path(args.bench).read_text())
@@ -160,6 +169,7 @@ def main(argv=None) -> int:
                        "re-timed_passes": len(rs)}
     ratio = np.array([min(journal[k]) / min(per[k]) for k in blocks])
     report = {"benchmark": "latency/block_retime.py", "machine": machine_info(), "run_dir": str(run),
+              "retimed_from": args.retimed,
               "bench": str(args.bench), "started": started, "wall_s": round(wall, 1), "load": load.summary(),
               "protocol": f"plain LiteRT interpreter, 1 thread, opened once per block; {args.passes} interleaved passes; "
                           f"0.05 s warm-up + {args.window} s of invokes per block per pass; pass figure = median",
