@@ -40,33 +40,41 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def retime(files: dict[str, Path], passes: int, window_s: float) -> dict[str, list[float]]:
-    """Pass medians (ms) per block: interpreters opened once, interleaved passes, fixed windows."""
+def open_plain(path: Path):
+    """A plain LiteRT interpreter (1 thread) on ``path``, seeded input set, 5 invokes done."""
     from ai_edge_litert.interpreter import Interpreter
 
-    its = {}
-    for k, p in files.items():
-        it = Interpreter(model_path=str(p), num_threads=1)
-        it.allocate_tensors()
-        for d in it.get_input_details():
-            it.set_tensor(d["index"], np.random.default_rng(0).standard_normal(d["shape"]).astype(np.float32))
-        for _ in range(5):
-            it.invoke()
-        its[k] = it
+    it = Interpreter(model_path=str(path), num_threads=1)
+    it.allocate_tensors()
+    for d in it.get_input_details():
+        it.set_tensor(d["index"], np.random.default_rng(0).standard_normal(d["shape"]).astype(np.float32))
+    for _ in range(5):
+        it.invoke()
+    return it
+
+
+def fixed_window(it, window_s: float) -> float:
+    """0.05 s of warm-up invokes, then ``window_s`` of timed ones (at least 10): their median, ms."""
+    w0 = time.perf_counter()
+    while time.perf_counter() - w0 < 0.05:
+        it.invoke()
+    ts: list[float] = []
+    w0 = time.perf_counter()
+    while time.perf_counter() - w0 < window_s or len(ts) < 10:
+        a = time.perf_counter()
+        it.invoke()
+        ts.append(time.perf_counter() - a)
+    return float(np.median(ts)) * 1e3
+
+
+def retime(files: dict[str, Path], passes: int, window_s: float) -> dict[str, list[float]]:
+    """Pass medians (ms) per block: interpreters opened once, interleaved passes, fixed windows."""
+    its = {k: open_plain(p) for k, p in files.items()}
     per: dict[str, list[float]] = {k: [] for k in files}
     for p in range(passes):
         t0 = time.perf_counter()
         for k, it in its.items():
-            w0 = time.perf_counter()
-            while time.perf_counter() - w0 < 0.05:
-                it.invoke()
-            ts: list[float] = []
-            w0 = time.perf_counter()
-            while time.perf_counter() - w0 < window_s or len(ts) < 10:
-                a = time.perf_counter()
-                it.invoke()
-                ts.append(time.perf_counter() - a)
-            per[k].append(float(np.median(ts)) * 1e3)
+            per[k].append(fixed_window(it, window_s))
         print(f"pass {p + 1} of {passes}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return per
 

@@ -39,7 +39,7 @@ METHODS = ("a_default", "b_open_fixed", "c_fresh_fixed")
 
 
 def time_blocks(files: dict[str, Path], passes: int) -> dict[str, dict[str, list[float]]]:
-    from ai_edge_litert.interpreter import Interpreter
+    from block_retime import fixed_window, open_plain
 
     from nagkit.devices.base import MeasureConfig
     from nagkit.devices.registry import get_device
@@ -47,32 +47,14 @@ def time_blocks(files: dict[str, Path], passes: int) -> dict[str, dict[str, list
     dev = get_device(str(ROOT / "nagkit" / "resources" / "device_profiles" / "cpu-litert-1t.yaml"))
     fixed = MeasureConfig(warmup_runs=3, warmup_s=0.1, min_runs=10, min_time_s=0.5, target_rel_iqr=0.0,
                           max_runs=100000, max_time_s=0.5)
-    its = {}
-    for k, p in files.items():
-        it = Interpreter(model_path=str(p), num_threads=1)
-        it.allocate_tensors()
-        for d in it.get_input_details():
-            it.set_tensor(d["index"], np.random.default_rng(0).standard_normal(d["shape"]).astype(np.float32))
-        for _ in range(5):
-            it.invoke()
-        its[k] = it
+    its = {k: open_plain(p) for k, p in files.items()}
     res = {k: {m: [] for m in METHODS} for k in files}
     try:
         for p in range(passes):
             t0 = time.perf_counter()
             for k, path in files.items():
                 res[k]["a_default"].append(dev.measure(path).median_ms)
-                it = its[k]
-                w0 = time.perf_counter()
-                while time.perf_counter() - w0 < 0.05:
-                    it.invoke()
-                ts: list[float] = []
-                w0 = time.perf_counter()
-                while time.perf_counter() - w0 < 0.5 or len(ts) < 10:
-                    a = time.perf_counter()
-                    it.invoke()
-                    ts.append(time.perf_counter() - a)
-                res[k]["b_open_fixed"].append(float(np.median(ts)) * 1e3)
+                res[k]["b_open_fixed"].append(fixed_window(its[k], 0.5))
                 res[k]["c_fresh_fixed"].append(dev.measure(path, cfg=fixed).median_ms)
             print(f"pass {p + 1} of {passes}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     finally:
