@@ -12,6 +12,8 @@ conversion cache), and:
    lowest pass; the re-timing's lowest pass, of all passes and of the first 3) and sets the sums
    against the networks that were measured whole: the table's 80 calibration networks (nagkit's
    timer) and the 100 validation networks (nagkit's timer and the plain timer of the benchmark);
+   ``--passes 0``: no re-timing, the journal's statistics only (e.g. the table's rule against
+   another rule on the same passes);
 3. for each statistic, fits the simplest calibration (scale and offset, relative least squares)
    on the 80 calibration networks and scores it on the 100 validation networks: how much of the
    table's miss the block figures alone explain;
@@ -135,7 +137,7 @@ def main(argv=None) -> int:
             per = {k: earlier["per"][k] for k in blocks}
             args.passes, args.window = earlier["passes"], earlier["window_s"]
         else:
-            per = retime(files, args.passes, args.window)
+            per = retime(files, args.passes, args.window) if args.passes else {}
         wall = time.perf_counter() - t0
 
     bench = json.loads(Path(args.bench).read_text())
@@ -147,13 +149,18 @@ def main(argv=None) -> int:
             "validation_100_plain_io_best": ([a["arch"] for a in p], np.array([a["io_best_ms"] for a in p]))}
     breakdown = {a: [k for k, _ in table.breakdown(space, space.parse_arch(a))]
                  for archs, _ in sets.values() for a in archs}
+    from nagkit.latency.passes import pick
+
     statistics = {
-        "table (journal's best confirmed pass)": {k: table.entries[k]["median_ms"] for k in blocks},
+        f"table ({table.provenance['block_passes']['statistic']})": {k: table.entries[k]["median_ms"] for k in blocks},
         "journal, lowest pass": {k: min(journal[k]) for k in blocks},
-        f"re-timed, lowest of {args.passes} passes": {k: min(per[k]) for k in blocks},
-        "re-timed, lowest of the first 3 passes": {k: min(per[k][:3]) for k in blocks},
-        f"re-timed, median of {args.passes} passes": {k: float(np.median(per[k])) for k in blocks},
+        "journal, lowest confirmed pass (passes.pick)": {k: journal[k][pick(journal[k])] for k in blocks},
     }
+    if per:
+        statistics.update({
+            f"re-timed, lowest of {args.passes} passes": {k: min(per[k]) for k in blocks},
+            "re-timed, lowest of the first 3 passes": {k: min(per[k][:3]) for k in blocks},
+            f"re-timed, median of {args.passes} passes": {k: float(np.median(per[k])) for k in blocks}})
     results = {}
     for name, st in statistics.items():
         sums = {s: np.array([sum(st[k] for k in breakdown[a]) for a in archs]) for s, (archs, _) in sets.items()}
@@ -165,8 +172,9 @@ def main(argv=None) -> int:
         print(f"{name:42s} raw bias {raw['validation_100_nagkit']['mean_signed_error_pct']:+6.2f}% | fitted: "
               f"{f['within_5pct']:.0%} within ±5%, MAPE {f['mape']:.2f}%", file=sys.stderr)
 
-    fast = {}
-    for label, sel in (("k7", lambda k: "-k7-" in k), ("other", lambda k: "-k7-" not in k)):
+    fast: dict = {}
+    ratio = np.array([min(journal[k]) / min(per[k]) for k in blocks]) if per else None
+    for label, sel in (("k7", lambda k: "-k7-" in k), ("other", lambda k: "-k7-" not in k)) if per else ():
         js, rs = [], []
         for k in blocks:
             if sel(k):
@@ -175,7 +183,6 @@ def main(argv=None) -> int:
                 rs += [x <= 1.05 * m for x in per[k]]
         fast[label] = {"journal": float(np.mean(js)), "re-timed": float(np.mean(rs)), "journal_passes": len(js),
                        "re-timed_passes": len(rs)}
-    ratio = np.array([min(journal[k]) / min(per[k]) for k in blocks])
     report = {"benchmark": "latency/block_retime.py", "machine": machine_info(), "run_dir": str(run),
               "retimed_from": args.retimed,
               "bench": str(args.bench), "started": started, "wall_s": round(wall, 1), "load": load.summary(),
@@ -183,9 +190,9 @@ def main(argv=None) -> int:
                           f"0.05 s warm-up + {args.window} s of invokes per block per pass; pass figure = median",
               "blocks": len(blocks), "statistics": results,
               "share_of_passes_in_fast_state": fast,
-              "journal_lowest_over_retimed_lowest": {"median": float(np.median(ratio)),
-                                                     "p10": float(np.percentile(ratio, 10)),
-                                                     "p90": float(np.percentile(ratio, 90))},
+              "journal_lowest_over_retimed_lowest": None if ratio is None else {
+                  "median": float(np.median(ratio)), "p10": float(np.percentile(ratio, 10)),
+                  "p90": float(np.percentile(ratio, 90))},
               "retimed_pass_medians_ms": per, "journal_pass_medians_ms": journal}
     atomic_write_json(Path(args.out), report)
     print(f"-> {args.out}", file=sys.stderr)
