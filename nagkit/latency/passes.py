@@ -18,9 +18,10 @@ that another confirms, and its best pass only if no two passes agree (:func:`pic
 :data:`BLOCK_EXTRA_PASSES` extra passes. On the 2-core AMD EPYC VM (decisions 28) a 7x7
 depthwise block runs 1.3-1.5x slower in the host's slow state, and the fast state came up in only
 about a third of its passes: the lowest *confirmed* pass was then a slow one, and the table's
-block sums read 16% above the networks they add up to. Blocks re-timed there and summed by their
-lowest pass predicted 98-99% of 100 networks within ±5%; the same passes summed by :func:`pick`
-68%. A whole network averages over its blocks, so its rule is unchanged. The noise
+block sums read 16% above the networks they add up to. The profile's own passes summed by each
+block's lowest pass predicted 85% of 100 networks within ±5% (simplest fit), by :func:`pick`
+68%; blocks re-timed there in a calm period, by their lowest pass, 98%. A whole network averages
+over its blocks, so its rule is unchanged. The noise
 of the statistic itself is estimated from the gap between each item's two fastest passes
 (:func:`pass_noise`).
 """
