@@ -24,7 +24,9 @@ class ProfileOptions:
     default all of the space's; ``out``: default ``latency_tables/<model>-<runtime>-<space>.json``;
     ``benchmark_binary``: a phone's ``benchmark_model`` to push; ``calibrate``: then measure N
     whole networks and calibrate the table on them (``"default"``: the default count; 0 or None:
-    no calibration; adopted only if it beats the raw block sum on held-out networks);
+    no calibration; adopted only if it beats the raw block sum on held-out networks; with more than
+    one block pass, every block gets one more after the networks' conversions and one after their
+    passes: decisions 29);
     ``precision``: ``fp32``, ``int8`` (blocks and networks quantized, an int8 table) or ``fp16``
     (tflite devices: float16 weights, an fp16 table);
     ``block_passes``: passes over the blocks, the best recorded (default: 3 on this machine's
@@ -125,12 +127,30 @@ def run_profile(device, options: ProfileOptions = ProfileOptions(), *,
         if o.calibrate:  # None or 0: no calibration; "default": the default count
             from nagkit.latency.validate import calibrate
 
+            spread, tables = None, []
+            if (result.table.provenance.get("passes_asked") or 1) > 1:  # blocks timed on this machine's CPU
+                spread = _spreader(dev, sp, result.out, o, tables)
             cal = calibrate(table, dev, sp, None if o.calibrate == DEFAULT_COUNT else o.calibrate,
                             seed=o.calibrate_seed, resolutions=res, cache_dir=o.cache_dir, progress=o.progress,
-                            jobs=o.jobs)
+                            jobs=o.jobs, block_pass=spread)
+            if spread is not None:
+                table = tables[-1]  # the blocks' passes spread over the whole profile (decisions 29)
             table = cal.apply(table)
             table.save(result.out)
+            result.table = table
     finally:
         if dev is not device:
             dev.close()
     return result, table, cal
+
+
+def _spreader(dev, sp, out, o: ProfileOptions, tables: list):
+    """The ``block_pass`` of a calibration: one more pass over the blocks of the table at ``out``
+    (:func:`nagkit.latency.profiler.spread_block_pass`), each rebuilt table appended to ``tables``."""
+    from nagkit.latency.profiler import spread_block_pass
+
+    def block_pass(when: str):
+        tables.append(spread_block_pass(dev, sp, out, when=when, cache_dir=o.cache_dir, progress=o.progress))
+        return tables[-1]
+
+    return block_pass

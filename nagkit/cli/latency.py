@@ -277,7 +277,9 @@ _DEFAULT_COUNT = "default"  # nagkit.app.profile.DEFAULT_COUNT (not imported: th
               metavar="[N]",
               help="Then measure random whole networks and calibrate the table on them: N networks, or "
                    "without N the default count (80; the finer schemes are fitted only when the "
-                   "networks suffice for them). Adopted only if it beats the raw block sum on held-out networks.")
+                   "networks suffice for them). Adopted only if it beats the raw block sum on held-out networks. "
+                   "On this machine's CPU every block gets one more pass after the networks' conversions and one "
+                   "after their passes, so that its passes span the whole profile.")
 @click.option("--calibrate-seed", type=int, default=1, show_default=True, help="Seed of the calibration archs.")
 @click.option("--precision", default="fp32", show_default=True, metavar="fp32|int8|fp16",
               help="What the blocks (and calibration networks) are timed as: int8 quantizes each one as "

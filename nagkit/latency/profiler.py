@@ -358,15 +358,7 @@ def _run(device, space, layers, jpath: Path, ident, resume: bool, force: bool, c
     count = [0]
 
     def measure(key: str, layer: LayerSpec, advance, note: str = "", pass_no: int = 1) -> None:
-        t1 = time.perf_counter()
-        stats = _measure_block(device, cache, key, layer, cfg)
-        problem = stats_problem(stats.to_dict())
-        if problem:  # never journal what the table build would refuse
-            raise DeviceError(f"{device.spec} returned impossible statistics for block {key}: it {problem}",
-                              hint="rerun with --resume to measure it again; if it repeats, check the device "
-                                   "and its benchmark tool")
-        journal.append(key, stats.to_dict(), layer=_layer_dict(layer), wall_s=round(time.perf_counter() - t1, 4),
-                       **{"pass": pass_no})
+        _measure_into(journal, device, cache, key, layer, cfg, pass_no)
         count[0] += 1
         if pass_no == 1:
             measured.append(key)
@@ -395,8 +387,8 @@ def _more_passes(journal: Journal, layers, measure, passes: int, extra_passes: i
     def done(k: str) -> int:
         return len(journal.passes.get(k, ()))
 
-    def next_pass(k: str) -> int:  # after the highest journalled (a dropped bad record leaves a gap)
-        return max((int(r.get("pass", 1)) for r in journal.passes.get(k, ())), default=0) + 1
+    def next_pass(k: str) -> int:
+        return _next_pass(journal, k)
 
     for p in range(2, passes + 1):
         todo = [(k, l) for k, l in layers.items() if done(k) < p]
@@ -435,6 +427,65 @@ def _pipeline(cache: BlockCache, todo, jobs, progress: bool, total: int, done: i
             cache.converted(1)
             key = key_of[path]
             measure(key, layer_of[key], advance, f" (converted {i}/{len(tasks)})")
+
+
+def _measure_into(journal: Journal, device, cache: BlockCache, key: str, layer: LayerSpec, cfg, pass_no: int) -> None:
+    """Measure one block once and journal it as pass ``pass_no``."""
+    t1 = time.perf_counter()
+    stats = _measure_block(device, cache, key, layer, cfg)
+    problem = stats_problem(stats.to_dict())
+    if problem:  # never journal what the table build would refuse
+        raise DeviceError(f"{device.spec} returned impossible statistics for block {key}: it {problem}",
+                          hint="rerun with --resume to measure it again; if it repeats, check the device "
+                               "and its benchmark tool")
+    journal.append(key, stats.to_dict(), layer=_layer_dict(layer), wall_s=round(time.perf_counter() - t1, 4),
+                   **{"pass": pass_no})
+
+
+def _next_pass(journal: Journal, key: str) -> int:
+    """The pass number after the highest journalled for ``key`` (a dropped bad record leaves a gap)."""
+    return max((int(r.get("pass", 1)) for r in journal.passes.get(key, ())), default=0) + 1
+
+
+def spread_block_pass(device, space: SearchSpace, out: str | Path, *, when: str, cfg=None,
+                      cache_dir: str | Path | None = None, progress: bool = True) -> LatencyTable:
+    """One more pass over every block of the table at ``out``, journalled like the others, and the
+    table rebuilt from all of its blocks' passes and saved (decisions 29).
+
+    ``nagkit profile --calibrate`` on this machine's CPU calls it twice, after the calibration
+    networks' conversions and after their passes, so that each block's passes span the whole
+    profile (about 20 minutes at r=224) rather than the few minutes of the block part: on the AMD
+    EPYC VM a block's slow state lasted through all of its passes there (decisions 28). ``when``
+    (what the pass comes after) is recorded in the table's provenance (``spread_block_passes``).
+    The table keeps its other provenance; a calibration is fitted afterwards, on the rebuilt table."""
+    out = Path(out)
+    old = LatencyTable.load(out)
+    res = list(old.resolutions)
+    layers = unique_layers(space, res)
+    jpath = journal_path(out)
+    t0 = time.perf_counter()
+    with journal_lock(jpath):
+        journal = Journal.open(jpath)
+        check_journal_matches(journal, device_identity(device, old.precision), space)
+        missing = [k for k in layers if k not in journal.passes]
+        if missing:
+            raise ArtifactError(f"profile journal {str(jpath)!r} lacks {len(missing)} block(s) of the table "
+                                f"(e.g. {missing[0]})", hint="profile again with --resume")
+        cache = BlockCache(device.model_format, cache_dir, old.precision)
+        cache.prepare(dict(layers), progress=progress)  # a no-op when cached: no conversion while timing
+        with progress_bar(progress, len(layers), 0, f"{device.spec} block pass {when}") as adv:
+            for key, layer in layers.items():
+                _measure_into(journal, device, cache, key, layer, cfg, _next_pass(journal, key))
+                adv(key)
+    log.info("blocks: one more pass %s (%.0f s)", when, time.perf_counter() - t0)
+    keep = {k: v for k, v in old.provenance.items()
+            if k not in ("source", "versions", "host", "argv", "noisy_blocks", "block_passes")}
+    keep["spread_block_passes"] = [*old.provenance.get("spread_block_passes", []),
+                                   {"after": when, "finished": utc_now(), "blocks": len(layers),
+                                    "elapsed_s": round(time.perf_counter() - t0, 3)}]
+    table = build_table(device, space, res, journal, layers, provenance_extra=keep, precision=old.precision)
+    table.save(out)
+    return LatencyTable.load(out)
 
 
 def _measure_block(device, cache: BlockCache, key: str, layer: LayerSpec, cfg):

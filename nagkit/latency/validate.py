@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -200,12 +200,18 @@ def calibrate(table: LatencyTable, device, space: SearchSpace, n: int | None = N
               resolutions: Sequence[int] | None = None, cfg=None, cache_dir=None,
               progress: bool = True, jobs: int | None = None, exclude: Sequence[Arch] = (),
               group_by: str | None = None, shrinkage: float | None = None, passes: int = NETWORK_PASSES,
-              extra_passes: int = EXTRA_PASSES):
+              extra_passes: int = EXTRA_PASSES,
+              block_pass: Callable[[str], LatencyTable] | None = None):
     """Measure ``n`` random networks (none of ``exclude``; ``None``: the default count, what the
     default scheme needs) and fit, hold out and adopt-or-not the calibration
     (:func:`nagkit.latency.calibration.calibrate_measured`). Returns the
     :class:`~nagkit.latency.calibration.CalibrationResult`; ``result.apply(table)`` is the table
-    to save. Too few networks for the scheme are refused before anything is measured."""
+    to save. Too few networks for the scheme are refused before anything is measured.
+
+    ``block_pass(when)``, when given, measures the table's blocks once more and returns the table
+    rebuilt (:func:`nagkit.latency.profiler.spread_block_pass`); it is called after the networks'
+    conversions and again after their passes, and the fit is made on the table it last returned
+    (apply the result to that table, not to ``table``)."""
     from nagkit.latency.calibration import DEFAULT_GROUP_BY, DEFAULT_SHRINKAGE, calibrate_measured, plan_calibration
     from nagkit.latency.table import utc_now
 
@@ -215,10 +221,16 @@ def calibrate(table: LatencyTable, device, space: SearchSpace, n: int | None = N
         log.warning("calibration: %s", note)
     archs = random_archs(space, plan.n, seed, res, exclude=exclude)
     table.predict_many(space, archs, calibrated=False)  # fail on a missing key before measuring
+    if block_pass is not None:
+        NetworkCache(device.model_format, cache_dir, table.precision).prepare(space, archs, jobs=jobs,
+                                                                              progress=progress)
+        table = block_pass("after the calibration networks' conversions")
     stats, cinfo = measure_networks(device, space, archs, cfg=cfg, cache_dir=cache_dir, progress=progress,
                                     label="calibrate", jobs=jobs, passes=passes, extra_passes=extra_passes,
                                     precision=table.precision)
     meas = np.array([s.median_ms for s in stats])
+    if block_pass is not None:
+        table = block_pass("after the calibration networks' passes")
     result = calibrate_measured(
         table, space, archs, meas, plan=plan, shrinkage=DEFAULT_SHRINKAGE if shrinkage is None else shrinkage,
         noise=cinfo["noise"], resolutions=res, seed=seed, device=str(device.spec), measured_when=utc_now(),

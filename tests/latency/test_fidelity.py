@@ -235,7 +235,7 @@ def test_profile_calibrate_takes_an_optional_count_and_refuses_too_few_before_pr
 
     def fake_profile(*a, **k):
         profiled.append(1)
-        return type("R", (), {"table": None})()
+        return type("R", (), {"table": type("T", (), {"provenance": {}})()})()
 
     def fake_calibrate(table, dev, space, n, **k):
         asked.append(n)

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from nagkit.latency.blocks import unique_layers
@@ -351,6 +352,68 @@ def test_noisy_blocks_are_named_as_soon_as_they_are_measured(tmp_path, monkeypat
         profiler.profile(_FakeDevice(), space, [32], tmp_path / "quiet.json", cache_dir=tmp_path / "cache",
                          progress=False)
     assert not [r for r in caplog.records if "too noisy" in r.getMessage()]
+
+
+def test_a_calibrated_profile_spreads_block_passes_over_the_whole_profile(tmp_path, monkeypatch):
+    """`profile --calibrate` on this machine's CPU: every block gets one more pass after the
+    calibration networks' conversions and one after their passes (decisions 29), the table
+    records each block's best over all its passes, and the calibration is fitted on that table.
+    A block slow in every pass of the block part is recorded at the fast state a later pass saw."""
+    import nagkit.latency.profiler as profiler
+    from nagkit.app.profile import ProfileOptions, run_profile
+    from nagkit.devices.base import LatencyStats
+    from nagkit.latency.calibration import MIN_NETWORKS
+
+    space = make_tiny_space(resolutions=(32,))
+    sp = tmp_path / "space.json"
+    sp.write_text(json.dumps(space.to_dict()))
+    keys = list(unique_layers(space, [32]))
+    slow = keys[0]
+    events: list[tuple[str, str]] = []
+
+    def scripted(device, cache, key, layer, cfg):  # a test double for one block's timing
+        events.append(("block", key))
+        n = sum(1 for e in events if e == ("block", key))
+        ms = 1.5 if key == slow and n <= 3 else 1.0  # slow, and confirmed so, through the block part
+        return LatencyStats.from_samples([ms * 0.99, ms, ms * 1.01])
+
+    class Dev(_FakeDevice):
+        def measure(self, model, shape, cfg=None):  # a test double for a whole network's timing
+            events.append(("net", ""))
+            ms = 5.0 + 0.1 * (len(events) % 7)
+            return LatencyStats.from_samples([ms, ms, ms])
+
+    monkeypatch.setattr(profiler, "_measure_block", scripted)
+    out = tmp_path / "t.json"
+    result, table, cal = run_profile(Dev(), ProfileOptions(space=str(sp), out=out, cache_dir=tmp_path / "cache",
+                                                           progress=False, calibrate=MIN_NETWORKS))
+    kinds = "".join("b" if k == "block" else "n" for k, _ in events)
+    n, nb = len(keys), len(keys) * 3
+    assert kinds.startswith("b" * nb + "b" * n + "n"), kinds  # 3 passes, then one more before any network
+    assert kinds.endswith("n" + "b" * n) and kinds.count("n") >= MIN_NETWORKS * 3
+    assert kinds.count("b") == nb + 2 * n  # every block confirmed: no extra passes
+    saved = LatencyTable.load(out)
+    assert saved.entries[slow]["median_ms"] == 1.0 and table.entries[slow]["median_ms"] == 1.0
+    spread = saved.provenance["spread_block_passes"]
+    assert [s["after"] for s in spread] == ["after the calibration networks' conversions",
+                                            "after the calibration networks' passes"]
+    assert all(s["blocks"] == n for s in spread)
+    bp = saved.provenance["block_passes"]
+    assert bp["passes"] == 5 and result.to_dict()["passes"]["passes"] == 5
+    assert saved.provenance["passes_asked"] == 3  # the profile's own provenance is kept
+    passes = sorted(r["pass"] for r in journal_records(profiler.journal_path(out))[1:] if r["key"] == slow)
+    assert passes == [1, 2, 3, 4, 5]
+    # the fit was made on the rebuilt table's block sums, not on the block part's
+    rec = saved.calibration or cal.candidate
+    raw = saved.predict_many(space, rec.details["fit_archs"], calibrated=False)
+    assert np.allclose(rec.details["fit_raw_ms"], raw)
+    assert saved.provenance["fidelity"] == cal.record
+    # one block pass asked for: no spreading
+    events.clear()
+    run_profile(Dev(), ProfileOptions(space=str(sp), out=tmp_path / "one.json", cache_dir=tmp_path / "cache",
+                                      progress=False, calibrate=MIN_NETWORKS, block_passes=1))
+    assert "".join("b" if k == "block" else "n" for k, _ in events) == "b" * n + "n" * (len(events) - n)
+    assert "spread_block_passes" not in LatencyTable.load(tmp_path / "one.json").provenance
 
 
 @pytest.mark.parametrize("passes", [0, 21, 2.5, True])
