@@ -2,7 +2,8 @@
 
 Predictions (and the budget's range) come from D's own table when one exists:
 
-1. the workspace's own table is D's (same device spec; for a CPU, also profiled on this host):
+1. the workspace's own table is D's (same device spec; for a CPU, also profiled on this host,
+   and on this CPU model when the table names one):
    the workspace as it is;
 2. else a table of D for the workspace's space in ``./latency_tables``,
    ``$NAGKIT_HOME/latency_tables`` or the shipped tables (what ``nagkit profile --device D``
@@ -79,8 +80,11 @@ def table_is_for(device_info: dict[str, Any], provenance: dict[str, Any], device
     """Whether a table (its ``device`` and ``provenance`` blocks) was profiled on ``device``."""
     if canonical_spec(device_info.get("spec")) != canonical_spec(str(device.spec)):
         return False
-    if device.kind == "cpu":  # "cpu" names every CPU: the table must come from this host
-        return provenance.get("host") == platform.node()
+    if device.kind == "cpu":  # "cpu" names every CPU: the table must come from this host and CPU model
+        if provenance.get("host") != platform.node():
+            return False
+        theirs = device_info.get("cpu_model")  # VMs share host names ("vm"): the CPU model tells them apart
+        return theirs is None or theirs == (device.info() or {}).get("cpu_model")
     return True
 
 
@@ -212,7 +216,7 @@ def precision_workspace(ws: Workspace, precision: str, *, quantize_after: bool =
 
     ``ws`` itself when its table has that precision. Otherwise its *precision twin*: a
     workspace (yours, then the shipped ones) of the same space whose table is at ``precision``
-    and was measured on the same device (spec and, for a CPU, host) as ``ws``'s; the shipped
+    and was measured on the same device (spec and, for a CPU, host and CPU model) as ``ws``'s; the shipped
     ``fmnist`` has ``fmnist-int8``. ``quantize_after`` keeps ``ws`` for an int8 or fp16 export from an
     fp32 table (the arch is chosen for fp32 latency, then quantized; said in the manifest).
     Anything else is a clear error (exit 2): a table never predicts a bundle of another precision."""
@@ -255,7 +259,8 @@ def find_precision_twin(ws: Workspace, precision: str) -> Workspace | None:
             if table_precision(other) != precision:
                 continue
             odev, oprov = other.table_origin()
-            if canonical_spec(odev.get("spec")) == canonical_spec(dev.get("spec")) and oprov.get("host") == prov.get("host"):
+            if canonical_spec(odev.get("spec")) == canonical_spec(dev.get("spec")) and oprov.get("host") == prov.get("host") \
+                    and odev.get("cpu_model") == dev.get("cpu_model"):
                 return other
         except NagkitError:
             continue

@@ -63,6 +63,30 @@ def test_without_a_table_of_the_device_the_build_says_which_table_it_used(worksp
     assert "nagkit profile --device cpu" in t.note
 
 
+def test_a_table_from_a_host_of_this_name_but_another_cpu_model_is_not_this_cpus(tmp_path, monkeypatch):
+    """VMs share host names ("vm"): a CPU table is this machine's only if its CPU model is too
+    (the shipped tables came from an Intel Xeon VM; an AMD EPYC VM also calls itself "vm")."""
+    import platform
+
+    from nagkit.app.targets import table_is_for
+    from nagkit.devices.registry import get_device
+
+    monkeypatch.chdir(tmp_path)
+    with get_device("cpu:runtime=litert,threads=1") as dev:
+        here, spec = dev.info()["cpu_model"], str(dev.spec)
+        node = {"host": platform.node()}
+        assert table_is_for({"spec": spec, "cpu_model": here}, node, dev)
+        assert not table_is_for({"spec": spec, "cpu_model": here + " (another)"}, node, dev)
+        assert table_is_for({"spec": spec}, node, dev)  # a table that names no CPU model: the host decides
+        assert not table_is_for({"spec": spec, "cpu_model": here}, {"host": "elsewhere"}, dev)
+        _table(1.0, {"spec": spec, "cpu_model": here + " (another)"}, tmp_path / "latency_tables" / "other.json",
+               host=platform.node())
+        assert find_device_table(dev, "tiny") is None
+        mine = _table(1.0, {"spec": spec, "cpu_model": here}, tmp_path / "latency_tables" / "mine.json",
+                      host=platform.node())
+        assert find_device_table(dev, "tiny") == mine.resolve()
+
+
 @pytest.mark.slow
 @pytest.mark.adb
 @pytest.mark.serial

@@ -24,15 +24,16 @@ from tests.cli.helpers import run_cli_inproc
 FMNIST_INT8 = RESOURCES_DIR / "workspaces" / "fmnist-int8"
 
 
-def _orphan(tmp_path: Path, precision: str) -> Path:
-    """A workspace like fmnist(-int8) whose table was measured on another device: no twin."""
+def _orphan(tmp_path: Path, precision: str, **device) -> Path:
+    """A workspace like fmnist(-int8) whose table was measured on another device (``device``:
+    what differs; default another phone's spec): no twin."""
     src = "fmnist-cpu-litert-int8.json" if precision == "int8" else "fmnist-cpu-litert.json"
     table = LatencyTable.load(RESOURCES_DIR / "latency_tables" / src)
-    table = LatencyTable.create(table.space(), table.entries, device={**table.device, "spec": "adb:OTHERPHONE"},
+    table = LatencyTable.create(table.space(), table.entries, device={**table.device, **(device or {"spec": "adb:OTHERPHONE"})},
                                 runtime=table.runtime, resolutions=table.resolutions, provenance=table.provenance,
                                 precision=table.precision)
     ws = tmp_path / f"orphan-{precision}"
-    ws.mkdir()
+    ws.mkdir(parents=True)
     table.save(ws / "table.json")
     sn = RESOURCES_DIR / "workspaces" / "fmnist" / "supernet" / "supernet.pt"
     (ws / "nagkit.toml").write_text(
@@ -123,6 +124,16 @@ def test_an_fp16_build_quantized_after_says_so_and_holds_float16_weights(tmp_pat
     assert m["files"]["model.tflite"]["parity"]["passed"] is True and FP16_TABLE_NOTE in m["notes"]
     assert 0 < m["quantization"]["parity"]["max_abs_diff"] < m["quantization"]["parity"]["fp32"]["max_abs_diff"]
     assert m["accuracy"] is None  # --accuracy never: the 10,000-image run is tested for fp32 (test_build_manifest)
+
+
+def test_a_twin_was_measured_on_the_same_cpu_model_not_only_a_host_of_the_same_name(tmp_path):
+    """VMs share host names ("vm"): fmnist-int8 (an Intel Xeon's table) is no twin of an fp32
+    table made on another CPU model under the same host name, and is one of a copy of fmnist's."""
+    same = load_workspace(str(_orphan(tmp_path / "same", "fp32", spec=load_workspace("fmnist").table_origin()[0]["spec"])))
+    assert precision_workspace(same, "int8").root == load_workspace("fmnist-int8").root
+    other = load_workspace(str(_orphan(tmp_path / "other", "fp32", cpu_model="AMD EPYC")))
+    with pytest.raises(BadInputError, match="no int8 workspace"):
+        precision_workspace(other, "int8")
 
 
 def test_a_copy_of_the_int8_twin_reads_the_shipped_supernet_cache_and_never_writes_it():
