@@ -17,7 +17,9 @@ pipeline: worker processes convert blocks while the phone measures those already
 a device that measures on this machine's CPU, every conversion finishes before timing starts,
 so conversions never disturb measurements, and every block is measured in several passes over
 the list, its best pass recorded (:mod:`nagkit.latency.passes`): other work on a shared machine
-only ever slows a run down. Without ``out``, the table goes to
+only ever slows a run down. With a calibration after it, :func:`spread_block_pass` adds a pass
+after the calibration networks' conversions and one after their passes (decisions 29). Without
+``out``, the table goes to
 ``latency_tables/<model>-<runtime>-<space>.json`` (:func:`default_table_path`).
 """
 
