@@ -72,6 +72,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--run-dir", required=True, help="bench_cli_path's work folder of the run (table.json and journal)")
     ap.add_argument("--bench", required=True, help="that run's result JSON (validation and plain-timer figures)")
+    ap.add_argument("--fit-networks", type=int, default=None,
+                    help="fit on the first N calibration networks only (what `--calibrate N` would have drawn: "
+                         "the archs are drawn one by one from the same seed); default: all")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
 
@@ -91,6 +94,10 @@ def main(argv=None) -> int:
     rec = cal.details if cal is not None else table.provenance["calibration_not_adopted"]["details"]
     fit_archs = [Arch.parse(a) if isinstance(a, str) else a for a in rec["fit_archs"]]
     fit_ms = np.asarray(rec["fit_measured_ms"], dtype=float)
+    if args.fit_networks is not None:
+        if not 10 <= args.fit_networks <= len(fit_archs):
+            raise SystemExit(f"--fit-networks must be 10..{len(fit_archs)}")
+        fit_archs, fit_ms = fit_archs[:args.fit_networks], fit_ms[:args.fit_networks]
     bench = json.loads(Path(args.bench).read_text())
     val = bench["phases"]["validate"]["archs"]
     plain = {r["arch"]: r["io_best_ms"] for r in bench["phases"]["plain"]["archs"]}
@@ -99,7 +106,8 @@ def main(argv=None) -> int:
     plain_ms = np.array([plain[r["arch"]] for r in val])
 
     rules = {"block part": 0, "block part + after conversions": 1, "all passes": len(spread)}
-    out = {"benchmark": "spread_ablation", "run_dir": str(run), "bench": str(args.bench), "rules": {}}
+    out = {"benchmark": "spread_ablation", "run_dir": str(run), "bench": str(args.bench),
+           "fit_networks": len(fit_archs), "rules": {}}
     for name, upto in rules.items():
         entries = {k: {**e, "median_ms": min(m for p, m in per[k] if p <= upto)} for k, e in table.entries.items()}
         t = replace(table, entries=entries, calibration=None, _cache={})
