@@ -127,14 +127,20 @@ def run_profile(device, options: ProfileOptions = ProfileOptions(), *,
         if o.calibrate:  # None or 0: no calibration; "default": the default count
             from nagkit.latency.validate import calibrate
 
-            spread, tables = None, []
+            spread = None
             if (result.table.provenance.get("passes_asked") or 1) > 1:  # blocks timed on this machine's CPU
-                spread = _spreader(dev, sp, result.out, o, tables)
+                from nagkit.latency.profiler import spread_block_pass
+
+                def spread(when: str):
+                    return spread_block_pass(dev, sp, result.out, when=when, cache_dir=o.cache_dir,
+                                             progress=o.progress)
             cal = calibrate(table, dev, sp, None if o.calibrate == DEFAULT_COUNT else o.calibrate,
                             seed=o.calibrate_seed, resolutions=res, cache_dir=o.cache_dir, progress=o.progress,
                             jobs=o.jobs, block_pass=spread)
-            if spread is not None:
-                table = tables[-1]  # the blocks' passes spread over the whole profile (decisions 29)
+            if spread is not None:  # the table the spread passes rebuilt, which the fit was made on (decisions 29)
+                from nagkit.latency.table import LatencyTable
+
+                table = LatencyTable.load(result.out)
             table = cal.apply(table)
             table.save(result.out)
             result.table = table
@@ -143,14 +149,3 @@ def run_profile(device, options: ProfileOptions = ProfileOptions(), *,
             dev.close()
     return result, table, cal
 
-
-def _spreader(dev, sp, out, o: ProfileOptions, tables: list):
-    """The ``block_pass`` of a calibration: one more pass over the blocks of the table at ``out``
-    (:func:`nagkit.latency.profiler.spread_block_pass`), each rebuilt table appended to ``tables``."""
-    from nagkit.latency.profiler import spread_block_pass
-
-    def block_pass(when: str):
-        tables.append(spread_block_pass(dev, sp, out, when=when, cache_dir=o.cache_dir, progress=o.progress))
-        return tables[-1]
-
-    return block_pass
