@@ -169,7 +169,7 @@ def measure_networks(device, space: SearchSpace, archs: Sequence[Arch], *, cfg=N
             one_pass(noisy, advance)
     out = [st[0] if len(st) == 1 else _combine_passes(st) for st in per]
     still = [i for i, st in enumerate(per) if not _confirmed(st)]
-    noise = {**network_noise(per), "remeasured": len(remeasured), "still_noisy": len(still),
+    noise = {**network_noise(per), "networks": len(archs), "remeasured": len(remeasured), "still_noisy": len(still),
              "still_noisy_archs": [str(archs[i]) for i in still]}
     if still:
         log.warning("%s: %d of %d network(s) stayed noisy (best pass not confirmed within 3%%) after %d extra "

@@ -146,6 +146,25 @@ def test_the_verdict_names_the_machine_noise():
     assert verdict(0.97, {"single_measurement_sd_pct": 0.8})["meets_5pct"]
     v = verdict(0.80, {"single_measurement_sd_pct": 0.8})
     assert not v["meets_5pct"] and "80%" in v["text"] and "too noisy" not in v["text"]
+    assert "--calibrate N" in v["text"] and "--samples N" in v["text"]  # the flag of either command
+
+
+def test_many_unconfirmed_networks_make_the_verdict_too_noisy_even_when_the_best_passes_agree():
+    """Decisions 31: a host that changes state while the networks are measured leaves many of them
+    with no second pass within 3% of their best; the best-of sd alone can stay under its limit."""
+    quiet_sd = {"single_measurement_sd_pct": 14.0, "best_of_sd_pct": 2.0, "networks": 80, "remeasured": 53}
+    v = verdict(0.14, {**quiet_sd, "still_noisy": 30})
+    assert not v["meets_5pct"] and "too noisy" in v["text"] and "30 of 80 networks (38%" in v["text"]
+    assert v["unconfirmed_share"] == pytest.approx(30 / 80)
+    # a high held-out share does not excuse it
+    assert not verdict(0.97, {**quiet_sd, "still_noisy": 30})["meets_5pct"]
+    # at or under the limit (20%) the share alone does not decide
+    assert verdict(0.97, {**quiet_sd, "still_noisy": 16})["meets_5pct"]
+    v = verdict(0.80, {**quiet_sd, "still_noisy": 16})
+    assert not v["meets_5pct"] and "too noisy" not in v["text"]
+    # a record that does not say how many networks it measured: judged on the sd, as before
+    assert verdict(0.97, {"best_of_sd_pct": 2.0, "still_noisy": 30})["unconfirmed_share"] is None
+    assert verdict(0.97, {"best_of_sd_pct": 2.0, "still_noisy": 30})["meets_5pct"]
 
 
 class ScriptedDevice:
@@ -178,6 +197,7 @@ def test_networks_are_measured_in_passes_and_the_best_pass_counts_once_confirmed
     assert [s.noisy for s in stats] == [False, False, True, False, False]
     n = info["noise"]
     assert n["remeasured"] == 2 and n["still_noisy"] == 1 and n["still_noisy_archs"] == [split]
+    assert n["networks"] == 5  # what the verdict's unconfirmed share is taken over
     assert info["statistic"] == "best confirmed pass median"
     # one pass at a time: the measurement stands as it is
     one, _ = measure_networks(ScriptedDevice({a: [7.0, 9.0] for a in (steady, burst)}), lat_space, archs[:2],
