@@ -52,7 +52,8 @@ TAUS = (0.95, 0.97, 1.0)
 ORDERS = 20
 
 
-def _validation(path: Path) -> tuple[list[str], np.ndarray]:
+def validation_rows(path: Path) -> tuple[list[str], np.ndarray]:
+    """The validation networks a benchmark result recorded: (arch strings, measured ms)."""
     d = json.loads(path.read_text())
     rows = d["phases"]["validate"]["archs"]
     return [r["arch"] for r in rows], np.array([r["measured_ms"] for r in rows], dtype=np.float64)
@@ -74,7 +75,7 @@ def main() -> int:
         raw_table = replace(table, calibration=None, _cache={})
         fa = table.calibration.details["fit_archs"]
         fm = np.asarray(table.calibration.details["fit_measured_ms"], dtype=np.float64)
-        va, vm = _validation(vpath)
+        va, vm = validation_rows(vpath)
         varchs = [space.parse_arch(a) for a in va]
         res = [r for r in table.resolutions if r in space.resolutions]
         counts = [n for n in COUNTS if n <= len(fa)]

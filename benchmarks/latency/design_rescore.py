@@ -21,7 +21,6 @@ not 60; the pool here is what was measured.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -69,6 +68,8 @@ def _design(x: np.ndarray, ref_m: np.ndarray, n: int) -> list[int]:
 
 
 def main() -> int:
+    from count_rescore import validation_rows
+
     from nagkit.io import atomic_write_json
     from nagkit.latency.calibration import calibrate_measured, group_sums, plan_calibration
     from nagkit.latency.table import LatencyTable, utc_now
@@ -79,9 +80,8 @@ def main() -> int:
     raw_table = replace(table, calibration=None, _cache={})
     fa = [space.parse_arch(a) for a in table.calibration.details["fit_archs"]]
     fm = np.asarray(table.calibration.details["fit_measured_ms"], dtype=np.float64)
-    rows = json.loads(VALIDATION.read_text())["phases"]["validate"]["archs"]
-    va = [space.parse_arch(r["arch"]) for r in rows]
-    vm = np.array([r["measured_ms"] for r in rows], dtype=np.float64)
+    va_text, vm = validation_rows(VALIDATION)
+    va = [space.parse_arch(a) for a in va_text]
     res = [r for r in table.resolutions if r in space.resolutions]
     ref = random_archs(space, REF, 12345, res)
     groups, _ = group_sums(raw_table, space, ref, "kind-in")
