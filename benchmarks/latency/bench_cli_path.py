@@ -238,7 +238,7 @@ def main(argv=None) -> int:
         main_m = rep["calibrated"] or rep["raw"]
         report["phases"]["validate"] = {
             "command": "nagkit " + " ".join(cmd), "wall_s": round(wall, 1), "n": args.samples, "seed": args.seed,
-            "raw": rep["raw"], "calibrated": rep["calibrated"], "noise": rep.get("noise"),
+            "raw": rep["raw"], "calibrated": rep["calibrated"], "noise": rep.get("noise"), "level": rep.get("level"),
             "verdict": rep.get("verdict"), "target": "≥95% within ±5%", "meets_target": main_m["within_5pct"] >= 0.95,
             "load": load.summary(), "archs": rep["archs"], "when": utc_now()}
         print(f"validate ({args.samples} networks, seed {args.seed}): {main_m['within_5pct']:.0%} within ±5%, "

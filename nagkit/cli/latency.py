@@ -438,18 +438,21 @@ def _warn_fidelity(rec: dict | None) -> None:
 @click.option("--plot", "plot", default=None, type=click.Path(dir_okay=False), help="Write a scatter plot (PNG).")
 @click.option("--min-within-5", type=FINITE, default=None,
               help="Exit 1 unless at least this fraction is within ±5% (calibrated when available).")
+@click.option("--anchors", type=click.IntRange(min=0), default=10, show_default=True,
+              help="The table's own calibration networks to measure again, in the same passes: has the "
+                   "machine's speed moved since the table was made? 0: none.")
 @seed_option
 @cache_option
 @jobs_option
 @progress_option
 @json_option
 @verbosity_option
-def validate_cmd(lut_path, device_spec, n, res_text, plot, min_within_5, seed, cache_dir, jobs, progress,
+def validate_cmd(lut_path, device_spec, n, res_text, plot, min_within_5, anchors, seed, cache_dir, jobs, progress,
                  as_json) -> None:
     """Measure N random whole networks end to end and compare them with the table's predictions."""
     from nagkit.errors import CheckFailedError
     from nagkit.latency.table import LatencyTable
-    from nagkit.latency.validate import plot_scatter, validate
+    from nagkit.latency.validate import plot_scatter, report_text, validate
 
     table = LatencyTable.load(lut_path)
     sp = table.space()
@@ -457,38 +460,13 @@ def validate_cmd(lut_path, device_spec, n, res_text, plot, min_within_5, seed, c
     dev = _open_device(device_spec, table)
     try:
         rep = validate(table, dev, sp, n, seed=seed, resolutions=res, cache_dir=cache_dir, progress=progress,
-                       jobs=jobs)
+                       jobs=jobs, anchors=anchors)
     finally:
         dev.close()
     if plot:
         rep["plot"] = str(plot_scatter(rep, plot))
 
-    def human(r):
-        lines = [f"{'arch':<70} {'meas':>8} {'raw':>8} {'err%':>6}" + (f" {'cal':>8} {'err%':>6}" if r["calibrated"] else "")]
-        for a in r["archs"]:
-            s = f"{a['arch'][:70]:<70} {a['measured_ms']:8.3f} {a['raw_ms']:8.3f} {a['raw_error_pct']:6.1f}"
-            if "calibrated_ms" in a:
-                s += f" {a['calibrated_ms']:8.3f} {a['calibrated_error_pct']:6.1f}"
-            lines.append(s)
-        for name in ("raw", "calibrated"):
-            m = r[name]
-            if m:
-                lines.append(f"{name:<10} MAPE {m['mape']:.2f}%  within ±5% {m['within_5pct']:.0%}  "
-                             f"±10% {m['within_10pct']:.0%}  Spearman {m['spearman']:.3f}  "
-                             f"bias {m['mean_signed_error_pct']:+.2f}%")
-        nz = r.get("noise") or {}
-        if nz.get("single_measurement_sd_pct") is not None:
-            best = (f", the best of its passes by {nz['best_of_sd_pct']:.2f}%"
-                    if nz.get("best_of_sd_pct") is not None else "")
-            lines.append(f"noise      one pass of a network varies by {nz['single_measurement_sd_pct']:.2f}% (sd) "
-                         f"here{best}; {nz['remeasured']} network(s) measured again, {nz['still_noisy']} "
-                         "stayed noisy")
-        lines.append(("" if r["verdict"]["meets_5pct"] else "WARNING: ") + r["verdict"]["text"])
-        if r.get("plot"):
-            lines.append(f"plot -> {r['plot']}")
-        return "\n".join(lines)
-
-    emit(rep, as_json, human)
+    emit(rep, as_json, report_text)
     _warn_fidelity(rep)
     if min_within_5 is not None:
         m = rep["calibrated"] or rep["raw"]

@@ -369,10 +369,13 @@ def block_noise_warning(block_passes: dict | None) -> str | None:
             "programs, pin the worker with cores=) before trusting ±5%")
 
 
-def verdict(within_5pct: float, noise: dict | None) -> dict[str, Any]:
+def verdict(within_5pct: float, noise: dict | None, level: dict | None = None) -> dict[str, Any]:
     """Whether ±5% (for 95% of networks) is reached on held-out networks, and if not, whether the
     machine's noise explains it. The noise that counts is the recorded statistic's (the best of
-    the passes: :func:`nagkit.latency.passes.statistic_sd`); one pass's is reported beside it."""
+    the passes: :func:`nagkit.latency.passes.statistic_sd`); one pass's is reported beside it.
+    ``level`` (``lut validate``'s :func:`nagkit.latency.validate.level_shift`): how much slower or
+    faster the table's own calibration networks run now than when the table was made; a shift
+    beyond its limit explains a miss that noise does not (decisions 32)."""
     from nagkit.latency.passes import statistic_sd
 
     sd = statistic_sd(noise)
@@ -381,12 +384,15 @@ def verdict(within_5pct: float, noise: dict | None) -> dict[str, Any]:
     noisy_sd = sd is not None and sd > NOISE_LIMIT_PCT
     noisy = noisy_sd or (share is not None and share > UNCONFIRMED_LIMIT)
     meets = within_5pct >= 0.95 and not noisy
+    shifted = bool(level and level.get("shifted"))
     best_of = noise is not None and noise.get("best_of_sd_pct") is not None
     what = "the best of a network's passes varies by" if best_of else "the same network measured twice differs by"
     quiet = ("Profile and calibrate on a quiet machine (close other programs, pin the worker with cores=) "
              "before trusting ±5%")
     if meets:
         text = f"held-out: {within_5pct:.0%} of networks within ±5%"
+        if shifted:
+            text += f" ({_level_words(level)})"
     elif noisy_sd:
         text = (f"this machine is too noisy for ±5%: {what} {sd:.1f}% (1 sd, median over networks; limit "
                 f"{NOISE_LIMIT_PCT}%); {within_5pct:.0%} of held-out networks within ±5%. {quiet}")
@@ -394,12 +400,23 @@ def verdict(within_5pct: float, noise: dict | None) -> dict[str, Any]:
         text = (f"this machine is too noisy for ±5%: {noise['still_noisy']} of {noise['networks']} networks "
                 f"({share:.0%}; limit {UNCONFIRMED_LIMIT:.0%}) had no second pass within 3% of their best, "
                 f"after the extra passes; {within_5pct:.0%} of held-out networks within ±5%. {quiet}")
+    elif shifted:
+        text = (f"this machine is not in the state its table was measured in: {_level_words(level)}; "
+                f"{within_5pct:.0%} of held-out networks within ±5%. A table holds for the state it was "
+                "measured in: validate again when the machine is back in that state, or profile again "
+                "(`nagkit profile --force --calibrate`) in the state you deploy in")
     else:
         text = (f"only {within_5pct:.0%} of held-out networks within ±5% (measurement noise "
                 f"{'unknown' if sd is None else f'{sd:.1f}% sd'}); measure more networks (`nagkit profile "
                 "--calibrate N`, `nagkit lut calibrate --samples N`) or re-profile the blocks")
     return {"meets_5pct": meets, "within_5pct": within_5pct, "statistic_sd_pct": sd,
-            "single_measurement_sd_pct": one, "unconfirmed_share": share, "text": text}
+            "single_measurement_sd_pct": one, "unconfirmed_share": share,
+            "level_shift_pct": None if level is None else level["median_pct"], "text": text}
+
+
+def _level_words(level: dict) -> str:
+    return (f"the table's own {level['anchors']} calibration networks run {level['median_pct']:+.1f}% "
+            f"(median) against when they were measured (limit ±{level['limit_pct']}%)")
 
 
 def unconfirmed_share(noise: dict | None) -> float | None:
@@ -408,6 +425,17 @@ def unconfirmed_share(noise: dict | None) -> float | None:
     if not noise or not noise.get("networks") or noise.get("still_noisy") is None:
         return None
     return int(noise["still_noisy"]) / int(noise["networks"])
+
+
+def recorded_fit(table: LatencyTable) -> tuple[list[str], list[float], str | None] | None:
+    """The networks a table's calibration measured (adopted or not): their archs, their recorded
+    medians (ms) and when they were measured; None for a table that records none."""
+    try:
+        cal = _recorded(table)
+    except BadInputError:
+        return None
+    return (list(cal.details["fit_archs"]), [float(x) for x in cal.details["fit_measured_ms"]],
+            cal.details.get("measured_when"))
 
 
 def _recorded(table: LatencyTable) -> Calibration:

@@ -258,25 +258,68 @@ def fidelity(pred: np.ndarray, meas: np.ndarray) -> dict[str, float]:
             "mean_signed_error_pct": float(np.mean(err)), "max_abs_error_pct": float(np.max(np.abs(err)))}
 
 
+LEVEL_ANCHORS = 10  # the table's own calibration networks `lut validate` measures again (decisions 32)
+LEVEL_LIMIT_PCT = 2.5  # a shift of the machine's level beyond this alone moves networks out of ±5%
+
+
+def level_anchors(table: LatencyTable, space: SearchSpace, n: int,
+                  exclude: Sequence[Arch] = ()) -> tuple[list[Arch], list[float], str | None]:
+    """The first ``n`` networks the table's calibration measured (none of ``exclude``), their
+    recorded medians and when they were measured; empty for a table that records none."""
+    from nagkit.latency.calibration import recorded_fit
+
+    rec = recorded_fit(table) if n > 0 else None
+    if rec is None:
+        return [], [], None
+    skip = {str(a) for a in exclude}
+    pairs = [(space.parse_arch(a), ms) for a, ms in zip(rec[0], rec[1]) if a not in skip][:n]
+    return [a for a, _ in pairs], [ms for _, ms in pairs], rec[2]
+
+
+def level_shift(now_ms: Sequence[float], recorded_ms: Sequence[float], recorded_when: str | None = None
+                ) -> dict[str, Any] | None:
+    """How much slower (+) or faster (-) the same networks run now than when they were recorded:
+    the median of their ratios, in %, and whether it exceeds :data:`LEVEL_LIMIT_PCT`."""
+    if not len(now_ms):
+        return None
+    r = (np.asarray(now_ms, dtype=float) / np.asarray(recorded_ms, dtype=float) - 1) * 100
+    med = float(np.median(r))
+    return {"anchors": len(r), "median_pct": med, "min_pct": float(r.min()), "max_pct": float(r.max()),
+            "limit_pct": LEVEL_LIMIT_PCT, "shifted": abs(med) > LEVEL_LIMIT_PCT, "recorded_when": recorded_when}
+
+
 def validate(table: LatencyTable, device, space: SearchSpace, n: int, seed: int = 0, *,
              resolutions: Sequence[int] | None = None, cfg=None, cache_dir=None,
              progress: bool = True, jobs: int | None = None, passes: int = NETWORK_PASSES,
-             extra_passes: int = EXTRA_PASSES) -> dict[str, Any]:
+             extra_passes: int = EXTRA_PASSES, anchors: int = LEVEL_ANCHORS) -> dict[str, Any]:
     """Measure ``n`` random networks end to end (as :func:`measure_networks`: interleaved passes,
-    noisy ones measured again) and compare with the table's predictions."""
+    noisy ones measured again) and compare them with the table's predictions.
+
+    In the same passes, the first ``anchors`` of the networks the table's calibration measured
+    are measured again: their ratio to what was recorded (:func:`level_shift`) says whether the
+    machine runs at the level the table was made at. A machine whose host changes state (a VM)
+    can move by more than ±5% allows between profiling and validation; the verdict names it. The
+    noise record counts the anchors among the networks measured."""
+    if anchors < 0:
+        raise BadInputError(f"anchors must be >= 0, got {anchors}", hint="--anchors 0 measures none")
     archs = random_archs(space, n, seed, resolutions or _table_res(table, space))
     table.predict_many(space, archs, calibrated=False)  # fail on a missing key before measuring
-    stats, cinfo = measure_networks(device, space, archs, cfg=cfg, cache_dir=cache_dir, progress=progress,
+    ref, ref_ms, ref_when = level_anchors(table, space, anchors, exclude=archs)
+    stats, cinfo = measure_networks(device, space, [*archs, *ref], cfg=cfg, cache_dir=cache_dir, progress=progress,
                                     label="validate", jobs=jobs, passes=passes, extra_passes=extra_passes,
                                     precision=table.precision)
-    return validation_report(table, space, archs, stats, device=str(device.spec), seed=seed, network_cache=cinfo)
+    level = level_shift([s.median_ms for s in stats[len(archs):]], ref_ms, ref_when)
+    return validation_report(table, space, archs, stats[:len(archs)], device=str(device.spec), seed=seed,
+                             network_cache=cinfo, level=level)
 
 
 def validation_report(table: LatencyTable, space: SearchSpace, archs: Sequence[Arch], stats: Sequence[Any], *,
-                      device: str, seed: int | None = None, network_cache: dict | None = None) -> dict[str, Any]:
+                      device: str, seed: int | None = None, network_cache: dict | None = None,
+                      level: dict | None = None) -> dict[str, Any]:
     """Compare measured ``stats`` (one LatencyStats per arch) with the table's predictions;
     ``verdict`` says whether ±5% holds for 95% of them, and whether this machine's measurement
-    noise (``network_cache["noise"]``, when measured) lets it."""
+    noise (``network_cache["noise"]``, when measured) or a shift of its level since the table was
+    made (``level``, :func:`level_shift`) lets it."""
     from nagkit.latency.calibration import verdict
 
     n = len(archs)
@@ -307,10 +350,44 @@ def validation_report(table: LatencyTable, space: SearchSpace, archs: Sequence[A
         "calibration_overlap": overlap,
         "noisy_measurements": int(sum(s.noisy for s in stats)),
         "noise": (cinfo or {}).get("noise"),
+        "level": level,
         "verdict": verdict((fidelity(calp, meas) if calp is not None else fidelity(raw, meas))["within_5pct"],
-                           (cinfo or {}).get("noise")),
+                           (cinfo or {}).get("noise"), level),
         "network_cache": cinfo, "archs": rows,
     }
+
+
+def report_text(r: dict[str, Any]) -> str:
+    """The human form of a :func:`validate` report: a row per network, the fidelity, the noise,
+    the level and the verdict."""
+    lines = [f"{'arch':<70} {'meas':>8} {'raw':>8} {'err%':>6}" + (f" {'cal':>8} {'err%':>6}" if r["calibrated"] else "")]
+    for a in r["archs"]:
+        s = f"{a['arch'][:70]:<70} {a['measured_ms']:8.3f} {a['raw_ms']:8.3f} {a['raw_error_pct']:6.1f}"
+        if "calibrated_ms" in a:
+            s += f" {a['calibrated_ms']:8.3f} {a['calibrated_error_pct']:6.1f}"
+        lines.append(s)
+    for name in ("raw", "calibrated"):
+        m = r[name]
+        if m:
+            lines.append(f"{name:<10} MAPE {m['mape']:.2f}%  within ±5% {m['within_5pct']:.0%}  "
+                         f"±10% {m['within_10pct']:.0%}  Spearman {m['spearman']:.3f}  "
+                         f"bias {m['mean_signed_error_pct']:+.2f}%")
+    nz = r.get("noise") or {}
+    if nz.get("single_measurement_sd_pct") is not None:
+        best = (f", the best of its passes by {nz['best_of_sd_pct']:.2f}%"
+                if nz.get("best_of_sd_pct") is not None else "")
+        lines.append(f"noise      one pass of a network varies by {nz['single_measurement_sd_pct']:.2f}% (sd) "
+                     f"here{best}; {nz['remeasured']} network(s) measured again, {nz['still_noisy']} "
+                     "stayed noisy")
+    lv = r.get("level")
+    if lv:
+        lines.append(f"level      the table's own {lv['anchors']} calibration networks run {lv['median_pct']:+.2f}% "
+                     f"(median; {lv['min_pct']:+.1f}% to {lv['max_pct']:+.1f}%) against when they were measured"
+                     f" (limit ±{lv['limit_pct']}%)")
+    lines.append(("" if r["verdict"]["meets_5pct"] else "WARNING: ") + r["verdict"]["text"])
+    if r.get("plot"):
+        lines.append(f"plot -> {r['plot']}")
+    return "\n".join(lines)
 
 
 def plot_scatter(report: dict[str, Any], path: str | Path) -> Path:

@@ -205,6 +205,73 @@ def test_networks_are_measured_in_passes_and_the_best_pass_counts_once_confirmed
     assert [s.median_ms for s in one] == [7.0, 7.0] and not any(s.noisy for s in one)
 
 
+def _calibrated(lat_space, lat_table):
+    archs = random_archs(lat_space, 40, seed=12, resolutions=[32])
+    meas = synthetic_measurements(lat_table, lat_space, archs)
+    plan = plan_calibration(lat_table, lat_space, len(archs), resolutions=[32])
+    res = calibrate_measured(lat_table, lat_space, archs, meas, plan=plan, resolutions=[32],
+                             noise={"single_measurement_sd_pct": 0.5}, measured_when="2026-11-27T19:41:23Z")
+    assert res.adopted
+    return res.apply(lat_table), archs, meas
+
+
+@pytest.mark.parametrize("shift", [0.0, 0.06, -0.06])
+def test_validate_measures_the_tables_own_networks_again_and_names_a_shift_of_the_machines_level(
+        lat_space, lat_table, shift):
+    """Decisions 32: a VM's host can move the machine's speed by more than ±5% allows between
+    profiling and validation. The table's own calibration networks, measured again in the same
+    passes, show it; the verdict names it instead of asking for more networks."""
+    from nagkit.latency.validate import LEVEL_ANCHORS, LEVEL_LIMIT_PCT, report_text, validate
+
+    table, fit_archs, fit_ms = _calibrated(lat_space, lat_table)
+    val = random_archs(lat_space, 20, seed=3, resolutions=[32])
+    pred = table.predict_many(lat_space, val, calibrated=True)
+    script = {str(a): [float(p) * (1 + shift)] for a, p in zip(val, pred)}
+    script.update({str(a): [float(m) * (1 + shift)] for a, m in zip(fit_archs, fit_ms) if str(a) not in script})
+    dev = ScriptedDevice(script)
+    rep = validate(table, dev, lat_space, 20, seed=3, resolutions=[32], progress=False, passes=2, extra_passes=0)
+    fresh = [str(a) for a in fit_archs if str(a) not in {str(v) for v in val}][:LEVEL_ANCHORS]
+    assert len(fresh) == LEVEL_ANCHORS and all(dev.calls[a] == 2 for a in fresh)  # in the same two passes
+    assert rep["samples"] == 20 and len(rep["archs"]) == 20  # the anchors are not validation networks
+    assert rep["noise"]["networks"] == 20 + LEVEL_ANCHORS
+    lv = rep["level"]
+    assert lv["anchors"] == LEVEL_ANCHORS and lv["median_pct"] == pytest.approx(shift * 100, abs=0.2)
+    assert lv["recorded_when"] == "2026-11-27T19:41:23Z" and lv["limit_pct"] == LEVEL_LIMIT_PCT
+    v = rep["verdict"]
+    if shift == 0:
+        assert not lv["shifted"] and v["meets_5pct"] and rep["calibrated"]["within_5pct"] == 1.0
+    else:
+        assert lv["shifted"] and not v["meets_5pct"] and rep["calibrated"]["within_5pct"] == 0.0
+        assert "not in the state its table was measured in" in v["text"] and f"{shift * 100:+.1f}%" in v["text"]
+        assert "--calibrate N" not in v["text"]  # more networks would not help
+    assert v["level_shift_pct"] == pytest.approx(lv["median_pct"])
+    text = report_text(rep)  # what `lut validate` prints
+    assert f"level      the table's own {LEVEL_ANCHORS} calibration networks run {shift * 100:+.2f}%" in text
+    assert text.splitlines()[-1] == ("" if v["meets_5pct"] else "WARNING: ") + v["text"]
+
+
+def test_validate_without_anchors_or_without_recorded_networks_has_no_level(lat_space, lat_table, tmp_path, capsys):
+    from nagkit.cli.latency import validate_cmd
+    from nagkit.latency.validate import LEVEL_ANCHORS, report_text, validate
+
+    assert next(p.default for p in validate_cmd.params if p.name == "anchors") == LEVEL_ANCHORS
+    table, _, _ = _calibrated(lat_space, lat_table)
+    val = random_archs(lat_space, 5, seed=4, resolutions=[32])
+    script = {str(a): [float(p)] for a, p in zip(val, table.predict_many(lat_space, val, calibrated=True))}
+    dev = ScriptedDevice(script)
+    rep = validate(table, dev, lat_space, 5, seed=4, resolutions=[32], progress=False, passes=1, anchors=0)
+    assert rep["level"] is None and set(dev.calls) == set(script) and rep["verdict"]["level_shift_pct"] is None
+    assert "level " not in report_text(rep)
+    dev = ScriptedDevice(script)  # an uncalibrated table records no networks
+    assert validate(lat_table, dev, lat_space, 5, seed=4, resolutions=[32], progress=False, passes=1)["level"] is None
+    assert set(dev.calls) == set(script)
+    with pytest.raises(BadInputError, match="anchors must be >= 0"):
+        validate(table, dev, lat_space, 5, seed=4, resolutions=[32], progress=False, anchors=-1)
+    p = table.save(tmp_path / "t.json")
+    out = run_cli_inproc(["lut", "validate", "--lut", str(p), "--device", "cpu", "--anchors", "-1"], capsys)
+    assert out.code == 2 and "--anchors" in out.err and "Traceback" not in out.err
+
+
 @pytest.mark.parametrize("medians, recorded", [
     ([10.0, 10.2, 13.0], 10.0),              # the best, confirmed
     ([13.0, 10.2, 10.0], 10.0),              # order does not matter
