@@ -14,6 +14,10 @@ its block cache, so nothing is converted here) and times, for each network, in t
   caches between two runs of one block;
 - ``isolated_cold``: each block on its own with the caches flushed (a 48 MiB buffer read and
   written, untimed) before every invoke: the upper bound for a block that finds nothing cached.
+- with ``--channels-last DIR``, also ``isolated_cl`` and ``chained_cl``: the same blocks converted
+  with channels-last (NHWC) input and output (``litert_torch.to_channel_last_io``), so no layout
+  transpose sits at their ends, timed alone and as a chain. These are converted here, into DIR,
+  before any timing.
 
 The host of this VM changes speed within seconds (decisions 26), so the four are measured in
 paired rounds of about 0.2 s: one round times the whole file once (after one untimed invoke),
@@ -71,17 +75,12 @@ def time_invokes(it, n: int) -> float:
     return float(np.median(ts)) * 1e3
 
 
-class Network:
-    def __init__(self, whole: Path, blocks: list[Path]):
-        self.whole = open_interp(whole)
-        self.blocks = [open_interp(b) for b in blocks]
-        self.io = [(b.get_input_details()[0]["index"], b.get_output_details()[0]["index"]) for b in self.blocks]
+class Chain:
+    """One network's block files: timed alone (warm or after a flush) or one after another."""
 
-    def whole_ms(self) -> float:
-        self.whole.invoke()
-        t = time.perf_counter()
-        self.whole.invoke()
-        return (time.perf_counter() - t) * 1e3
+    def __init__(self, files: list[Path]):
+        self.blocks = [open_interp(f) for f in files]
+        self.io = [(b.get_input_details()[0]["index"], b.get_output_details()[0]["index"]) for b in self.blocks]
 
     def isolated_ms(self) -> float:
         total = 0.0
@@ -115,6 +114,49 @@ class Network:
         return total * 1e3
 
 
+class Network:
+    def __init__(self, whole: Path, blocks: list[Path], blocks_cl: list[Path] | None = None):
+        self.whole = open_interp(whole)
+        self.chain = Chain(blocks)
+        self.chain_cl = Chain(blocks_cl) if blocks_cl else None
+
+    def whole_ms(self) -> float:
+        self.whole.invoke()
+        t = time.perf_counter()
+        self.whole.invoke()
+        return (time.perf_counter() - t) * 1e3
+
+    def method(self, name: str, flush: np.ndarray):
+        return {"whole": self.whole_ms, "isolated": self.chain.isolated_ms, "chained": self.chain.chained_ms,
+                "isolated_cold": lambda: self.chain.isolated_cold_ms(flush),
+                "isolated_cl": lambda: self.chain_cl.isolated_ms(), "chained_cl": lambda: self.chain_cl.chained_ms()}[name]
+
+
+def convert_channels_last(layers: dict, out_dir: Path) -> dict[str, Path]:
+    """Each block converted as the profile converts it, but with channels-last (NHWC) input and
+    output (``litert_torch.to_channel_last_io``), so no layout transpose sits at its ends."""
+    import litert_torch
+    import torch
+
+    from nagkit.latency.blocks import build_block
+    from nagkit.space import layer_input_shape
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for key, layer in layers.items():
+        p = out_dir / f"{key}.tflite"
+        if not p.exists():
+            shape = layer_input_shape(layer)
+            block = build_block(layer)
+            rank = block(torch.zeros(shape)).dim()
+            wrapped = litert_torch.to_channel_last_io(block, args=[0], outputs=[0] if rank >= 3 else []).eval()
+            nhwc = torch.zeros((shape[0], shape[2], shape[3], shape[1]))
+            litert_torch.convert(wrapped, (nhwc,)).export(str(p.with_suffix(".tmp")))
+            p.with_suffix(".tmp").rename(p)
+        files[key] = p
+    return files
+
+
 def main(argv=None) -> int:
     from bench_cpu import LoadSampler, machine_info
 
@@ -132,9 +174,11 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=15, help="paired rounds per network per pass")
     ap.add_argument("--cpu", type=int, default=1, help="the core the timing is pinned to")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--channels-last", type=Path, default=None,
+                    help="also convert the blocks with NHWC input and output into this folder (before any "
+                         "timing) and time them alone and as a chain")
     args = ap.parse_args(argv)
 
-    os.sched_setaffinity(0, {args.cpu})
     table = LatencyTable.load(args.run / "table.json")  # checks the file
     raw = json.loads((args.run / "table.json").read_text())
     space = get_space(raw["space"]["name"])
@@ -142,6 +186,14 @@ def main(argv=None) -> int:
     nets_cache = NetworkCache("tflite", args.run / "cache")
     blocks_cache = BlockCache("tflite", args.run / "cache")
     picked = list(range(min(args.networks, len(cal["fit_archs"]))))
+    cl_files = {}
+    if args.channels_last:
+        layers = {block_key(ly): ly for i in picked for ly in space.layers(space.parse_arch(cal["fit_archs"][i]))}
+        t = time.perf_counter()
+        cl_files = convert_channels_last(layers, args.channels_last)
+        print(f"{len(layers)} channels-last blocks ready ({time.perf_counter() - t:.0f} s)", flush=True)
+    os.sched_setaffinity(0, {args.cpu})
+    methods = ["whole", "isolated", "chained", "isolated_cold"] + (["isolated_cl", "chained_cl"] if cl_files else [])
     nets, rows = [], []
     for i in picked:
         arch = space.parse_arch(cal["fit_archs"][i])
@@ -151,26 +203,27 @@ def main(argv=None) -> int:
         missing = [str(p) for p in [whole, *files] if not p.exists()]
         if missing:
             raise SystemExit(f"not converted in {args.run}: {missing[:3]} (run bench_cli_path.py there first)")
-        net = Network(whole, files)
-        ops_whole, ops_blocks = ops_of(net.whole), sum((ops_of(b) for b in net.blocks), collections.Counter())
+        net = Network(whole, files, [cl_files[k] for k in keys] if cl_files else None)
+        ops_whole = ops_of(net.whole)
+        ops_blocks = sum((ops_of(b) for b in net.chain.blocks), collections.Counter())
         nets.append(net)
         rows.append({"arch": str(arch), "blocks": len(keys), "table_raw_sum_ms": cal["fit_raw_ms"][i],
                      "table_measured_ms": cal["fit_measured_ms"][i],
                      "ops_whole": dict(sorted(ops_whole.items())), "ops_blocks": dict(sorted(ops_blocks.items())),
-                     "rounds": {m: [] for m in ("whole", "isolated", "chained", "isolated_cold")}})
+                     "rounds": {m: [] for m in methods}})
+        if net.chain_cl:
+            rows[-1]["ops_blocks_cl"] = dict(sorted(sum((ops_of(b) for b in net.chain_cl.blocks),
+                                                        collections.Counter()).items()))
     flush = np.zeros(FLUSH_BYTES // 8)
-    methods = ["whole", "isolated", "chained", "isolated_cold"]
     t0 = time.perf_counter()
     with LoadSampler() as load:
         for p in range(args.passes):
             for net, row in zip(nets, rows):
                 for k in range(args.rounds):
                     j = p * args.rounds + k
-                    order = methods[j % 4:] + methods[:j % 4]  # rotate, so no method always runs first
-                    got = {}
-                    for m in order:
-                        got[m] = {"whole": net.whole_ms, "isolated": net.isolated_ms, "chained": net.chained_ms,
-                                  "isolated_cold": lambda: net.isolated_cold_ms(flush)}[m]()
+                    q = j % len(methods)
+                    order = methods[q:] + methods[:q]  # rotate, so no method always runs first
+                    got = {m: net.method(m, flush)() for m in order}
                     for m in methods:
                         row["rounds"][m].append(round(got[m], 4))
             print(f"pass {p + 1}/{args.passes} done ({time.perf_counter() - t0:.0f} s)", flush=True)

@@ -271,8 +271,9 @@ def level_anchors(table: LatencyTable, space: SearchSpace, n: int,
     rec = recorded_fit(table) if n > 0 else None
     if rec is None:
         return [], [], None
-    skip = {str(a) for a in exclude}
-    pairs = [(space.parse_arch(a), ms) for a, ms in zip(rec[0], rec[1]) if a not in skip][:n]
+    skip = {str(a) for a in exclude}  # a recorded time that is not a positive number is no reference
+    pairs = [(space.parse_arch(a), ms) for a, ms in zip(rec[0], rec[1])
+             if a not in skip and math.isfinite(ms) and ms > 0][:n]
     return [a for a, _ in pairs], [ms for _, ms in pairs], rec[2]
 
 

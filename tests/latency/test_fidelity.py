@@ -252,7 +252,7 @@ def test_validate_measures_the_tables_own_networks_again_and_names_a_shift_of_th
 
 def test_validate_without_anchors_or_without_recorded_networks_has_no_level(lat_space, lat_table, tmp_path, capsys):
     from nagkit.cli.latency import validate_cmd
-    from nagkit.latency.validate import LEVEL_ANCHORS, report_text, validate
+    from nagkit.latency.validate import LEVEL_ANCHORS, level_anchors, report_text, validate
 
     assert next(p.default for p in validate_cmd.params if p.name == "anchors") == LEVEL_ANCHORS
     table, _, _ = _calibrated(lat_space, lat_table)
@@ -270,6 +270,11 @@ def test_validate_without_anchors_or_without_recorded_networks_has_no_level(lat_
     p = table.save(tmp_path / "t.json")
     out = run_cli_inproc(["lut", "validate", "--lut", str(p), "--device", "cpu", "--anchors", "-1"], capsys)
     assert out.code == 2 and "--anchors" in out.err and "Traceback" not in out.err
+    # a recorded time that is not a positive number is no reference: that network is skipped
+    details = table.calibration.details
+    details["fit_measured_ms"] = [0.0, float("nan"), *details["fit_measured_ms"][2:]]
+    ref, ref_ms, _ = level_anchors(table, lat_space, 3)
+    assert [str(a) for a in ref] == details["fit_archs"][2:5] and ref_ms == details["fit_measured_ms"][2:5]
 
 
 @pytest.mark.parametrize("medians, recorded", [
