@@ -48,6 +48,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from host_diagnostics import time_invokes  # noqa: E402 - after the path set-up
+
 FLUSH_BYTES = 48 << 20  # one and a half times this VM's 32 MiB L3
 
 
@@ -64,15 +66,6 @@ def open_interp(path: Path):
 
 def ops_of(it) -> collections.Counter:
     return collections.Counter(op["op_name"] for op in it._get_ops_details())  # noqa: SLF001
-
-
-def time_invokes(it, n: int) -> float:
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        it.invoke()
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts)) * 1e3
 
 
 class Chain:

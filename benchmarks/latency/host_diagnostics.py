@@ -42,6 +42,16 @@ def _rsd(x: np.ndarray) -> float:
     return float(1.4826 * np.median(np.abs(x - np.median(x))) / np.median(x) * 100)
 
 
+def time_invokes(it, n: int) -> float:
+    """The median of ``n`` timed invokes of a LiteRT interpreter, in ms."""
+    ts = []
+    for _ in range(n):
+        t = time.perf_counter()
+        it.invoke()
+        ts.append(time.perf_counter() - t)
+    return float(np.median(ts)) * 1e3
+
+
 def probe(seconds: float) -> dict:
     from ai_edge_litert.interpreter import Interpreter
 
@@ -57,19 +67,11 @@ def probe(seconds: float) -> dict:
             it.invoke()
         its.append(it)
 
-    def med(it, n: int = 12) -> float:
-        ts = []
-        for _ in range(n):
-            t = time.perf_counter()
-            it.invoke()
-            ts.append(time.perf_counter() - t)
-        return float(np.median(ts)) * 1e3
-
     rows, t0 = [], time.time()
     while time.time() - t0 < seconds:
-        p0 = med(its[0])
-        others = [med(it) for it in its[1:]]
-        p1 = med(its[0])
+        p0 = time_invokes(its[0], 12)
+        others = [time_invokes(it, 12) for it in its[1:]]
+        p1 = time_invokes(its[0], 12)
         rows.append([round(time.time() - t0, 3), p0, p1, *others])
     a = np.array(rows)
     pr = (a[:, 1] + a[:, 2]) / 2
