@@ -83,9 +83,18 @@ def table_is_for(device_info: dict[str, Any], provenance: dict[str, Any], device
     if device.kind == "cpu":  # "cpu" names every CPU: the table must come from this host and CPU model
         if provenance.get("host") != platform.node():
             return False
-        theirs = device_info.get("cpu_model")  # VMs share host names ("vm"): the CPU model tells them apart
-        return theirs is None or theirs == (device.info() or {}).get("cpu_model")
+        return same_cpu(device_info, device.info() or {})
     return True
+
+
+def same_cpu(theirs: dict[str, Any], mine: dict[str, Any]) -> bool:
+    """Whether two CPU device records name the same CPU. VMs share host names ("vm"), and a
+    hypervisor can give two CPU models one name ("AMD EPYC" for a Zen 4 and a Zen 5): where both
+    records carry a ``cpu_id`` (vendor, family, model, stepping) it decides, else the model name
+    does; a record that names neither matches (the host decides, as for tables from before)."""
+    if theirs.get("cpu_id") and mine.get("cpu_id"):
+        return theirs["cpu_id"] == mine["cpu_id"]
+    return theirs.get("cpu_model") is None or theirs.get("cpu_model") == mine.get("cpu_model")
 
 
 def table_precision(ws: Workspace) -> str:
@@ -260,7 +269,7 @@ def find_precision_twin(ws: Workspace, precision: str) -> Workspace | None:
                 continue
             odev, oprov = other.table_origin()
             if canonical_spec(odev.get("spec")) == canonical_spec(dev.get("spec")) and oprov.get("host") == prov.get("host") \
-                    and odev.get("cpu_model") == dev.get("cpu_model"):
+                    and odev.get("cpu_model") == dev.get("cpu_model") and same_cpu(odev, dev):
                 return other
         except NagkitError:
             continue

@@ -79,6 +79,12 @@ def test_a_table_from_a_host_of_this_name_but_another_cpu_model_is_not_this_cpus
         assert not table_is_for({"spec": spec, "cpu_model": here + " (another)"}, node, dev)
         assert table_is_for({"spec": spec}, node, dev)  # a table that names no CPU model: the host decides
         assert not table_is_for({"spec": spec, "cpu_model": here}, {"host": "elsewhere"}, dev)
+        # The same model name from another CPU (a Zen 4 and a Zen 5 VM both say "AMD EPYC"): the id decides
+        ident = dev.info().get("cpu_id")
+        if ident:
+            assert table_is_for({"spec": spec, "cpu_model": here, "cpu_id": ident}, node, dev)
+            assert not table_is_for({"spec": spec, "cpu_model": here, "cpu_id": ident + "0"}, node, dev)
+            assert table_is_for({"spec": spec, "cpu_model": here}, node, dev)  # a table from before ids: the name decides
         _table(1.0, {"spec": spec, "cpu_model": here + " (another)"}, tmp_path / "latency_tables" / "other.json",
                host=platform.node())
         assert find_device_table(dev, "tiny") is None

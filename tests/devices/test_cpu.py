@@ -185,6 +185,27 @@ def test_info_reads_the_host():
     assert "cpu_model" in info or not os.path.exists("/proc/cpuinfo")
 
 
+def test_cpu_id_tells_apart_cpus_that_a_hypervisor_gives_one_model_name():
+    """Two AMD EPYC VMs of this project both say "AMD EPYC": family and model tell the Zen 4 from the Zen 5."""
+    from nagkit.devices.cpu import cpu_id
+
+    def x86(family, model):
+        core = (f"processor\t: {{n}}\nvendor_id\t: AuthenticAMD\ncpu family\t: {family}\nmodel\t\t: {model}\n"
+                "model name\t: AMD EPYC\nstepping\t: 1\n")
+        return core.format(n=0) + "\n" + core.format(n=1)
+
+    assert cpu_id(x86(25, 17)) == "AuthenticAMD family 25 model 17 stepping 1"
+    assert cpu_id(x86(26, 2)) == "AuthenticAMD family 26 model 2 stepping 1"
+    arm = ("processor\t: 0\nBogoMIPS\t: 38.40\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x1\n"
+           "CPU part\t: 0xd05\nCPU revision\t: 0\n\nprocessor\t: 4\nCPU implementer\t: 0x41\nCPU part\t: 0xd0d\n")
+    assert cpu_id(arm) == "implementer 0x41 architecture 8 part 0xd05 variant 0x1 revision 0"  # the first core's
+    assert cpu_id("Hardware\t: Qualcomm\nmodel name\t: AMD EPYC\n") is None  # no identity fields: none claimed
+    assert cpu_id("") is None
+    if os.path.exists("/proc/cpuinfo") and cpu_id(open("/proc/cpuinfo").read()):
+        with get_device("cpu") as dev:
+            assert dev.info()["cpu_id"] == cpu_id(open("/proc/cpuinfo").read())
+
+
 @pytest.mark.slow
 def test_cli_measure_bad_model_exits_3_and_good_model_prints_stats(tmp_path, onnx_model, capsys):
     import json
