@@ -42,19 +42,47 @@ sys.path.insert(0, str(ROOT))
 PROFILES = {"litert": "cpu-litert-1t", "onnxruntime": "cpu-onnxruntime-1t"}
 
 
+def cpu_jiffies() -> tuple[int, int] | None:
+    """(steal, total) jiffies of all CPUs from /proc/stat, or None where there is none. Steal is
+    the time a VM's virtual CPUs were ready to run and the hypervisor ran something else."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if len(fields) < 9 or fields[0] != "cpu":
+        return None
+    nums = [int(x) for x in fields[1:]]
+    return nums[7], sum(nums[:8])  # user nice system idle iowait irq softirq steal (guest is inside user)
+
+
+def steal_pct(a: tuple[int, int] | None, b: tuple[int, int] | None) -> float | None:
+    if a is None or b is None or b[1] <= a[1]:
+        return None
+    return 100.0 * (b[0] - a[0]) / (b[1] - a[1])
+
+
 class LoadSampler:
-    """Samples the 1-minute load average every few seconds in the background."""
+    """Samples the 1-minute load average, and the VM's steal time, every few seconds in the background."""
 
     def __init__(self, every_s: float = 5.0):
         self.every_s = every_s
         self.samples: list[float] = []
+        self.steal: list[float] = []  # % of CPU time stolen in each sampling interval
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
+        self._first = last = cpu_jiffies()
         while not self._stop.is_set():
             self.samples.append(os.getloadavg()[0])
             self._stop.wait(self.every_s)
+            now = cpu_jiffies()
+            pct = steal_pct(last, now)
+            if pct is not None:
+                self.steal.append(pct)
+            last = now
+        self._last = last
 
     def __enter__(self):
         self._t.start()
@@ -67,7 +95,12 @@ class LoadSampler:
 
     def summary(self) -> dict:
         s = self.samples or [os.getloadavg()[0]]
-        return {"load1_max": max(s), "load1_mean": sum(s) / len(s), "n_samples": len(s)}
+        out = {"load1_max": max(s), "load1_mean": sum(s) / len(s), "n_samples": len(s)}
+        whole = steal_pct(getattr(self, "_first", None), getattr(self, "_last", None))
+        if whole is not None:
+            out.update({"steal_pct": round(whole, 3), "steal_pct_max_interval": round(max(self.steal), 3),
+                        "steal_interval_s": self.every_s})
+        return out
 
 
 def wait_quiet(threshold: float, max_wait_s: float, poll_s: float = 5.0) -> dict:
