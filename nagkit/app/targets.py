@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from nagkit.app.workspace import Workspace, init_workspace, load_workspace, user_home, user_workspaces_dir
+from nagkit.devices.cpuinfo import same_cpu
 from nagkit.errors import ArtifactError, BadInputError, NagkitError
 from nagkit.resources import LATENCY_TABLES
 
@@ -85,16 +86,6 @@ def table_is_for(device_info: dict[str, Any], provenance: dict[str, Any], device
             return False
         return same_cpu(device_info, device.info() or {})
     return True
-
-
-def same_cpu(theirs: dict[str, Any], mine: dict[str, Any]) -> bool:
-    """Whether two CPU device records name the same CPU. VMs share host names ("vm"), and a
-    hypervisor can give two CPU models one name ("AMD EPYC" for a Zen 4 and a Zen 5): where both
-    records carry a ``cpu_id`` (vendor, family, model, stepping) it decides, else the model name
-    does; a record that names neither matches (the host decides, as for tables from before)."""
-    if theirs.get("cpu_id") and mine.get("cpu_id"):
-        return theirs["cpu_id"] == mine["cpu_id"]
-    return theirs.get("cpu_model") is None or theirs.get("cpu_model") == mine.get("cpu_model")
 
 
 def table_precision(ws: Workspace) -> str:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from nagkit.devices.base import LatencyStats, MeasureConfig
+from nagkit.devices.cpuinfo import cpu_id
 from nagkit.devices.measure import LoopResult, stats_from_loop, validate_config
 from nagkit.devices.spec import DeviceSpec, format_cores, parse_cpu_spec
 from nagkit.errors import BadInputError, DeviceError
@@ -89,29 +90,6 @@ def host_info(cores: Iterable[int] | None = None) -> dict[str, Any]:
     else:
         info["cpufreq"] = "not readable (no /sys/devices/system/cpu/*/cpufreq here)"
     return info
-
-
-# What tells two CPUs apart when a hypervisor gives both the same model name ("AMD EPYC" names a
-# Zen 4 and a Zen 5 alike): x86's vendor, family, model and stepping; Arm's implementer,
-# architecture, part, variant and revision (first core; a big.LITTLE phone lists several parts,
-# and the first is enough to tell one SoC's table from another's).
-_ID_FIELDS = (("vendor_id", "cpu family", "model", "stepping"),
-              ("CPU implementer", "CPU architecture", "CPU part", "CPU variant", "CPU revision"))
-
-
-def cpu_id(cpuinfo: str) -> str | None:
-    """The identity of the first CPU in ``cpuinfo`` (the text of ``/proc/cpuinfo``), e.g.
-    ``"AuthenticAMD family 26 model 2 stepping 1"``, or None when it names none of the fields."""
-    first: dict[str, str] = {}
-    for line in cpuinfo.splitlines():
-        k, sep, v = line.partition(":")
-        k = k.strip()
-        if sep and v.strip() and k not in first:
-            first[k] = v.strip()
-    for fields in _ID_FIELDS:
-        if all(f in first for f in fields):
-            return " ".join(first[f] if f == "vendor_id" else f"{f.split()[-1]} {first[f]}" for f in fields)
-    return None
 
 
 class _Worker:

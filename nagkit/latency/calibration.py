@@ -369,13 +369,15 @@ def block_noise_warning(block_passes: dict | None) -> str | None:
             "programs, pin the worker with cores=) before trusting ±5%")
 
 
-def verdict(within_5pct: float, noise: dict | None, level: dict | None = None) -> dict[str, Any]:
+def verdict(within_5pct: float, noise: dict | None, level: dict | None = None,
+            other_cpu: str | None = None) -> dict[str, Any]:
     """Whether ±5% (for 95% of networks) is reached on held-out networks, and if not, whether the
     machine's noise explains it. The noise that counts is the recorded statistic's (the best of
     the passes: :func:`nagkit.latency.passes.statistic_sd`); one pass's is reported beside it.
     ``level`` (``lut validate``'s :func:`nagkit.latency.validate.level_shift`): how much slower or
     faster the table's own calibration networks run now than when the table was made; a shift
-    beyond its limit explains a miss that noise does not (decisions 32)."""
+    beyond its limit explains a miss that noise does not (decisions 32). ``other_cpu``: the words
+    that name the other CPU a table was measured on, which explains a miss before anything else."""
     from nagkit.latency.passes import statistic_sd
 
     sd = statistic_sd(noise)
@@ -391,8 +393,12 @@ def verdict(within_5pct: float, noise: dict | None, level: dict | None = None) -
              "before trusting ±5%")
     if meets:
         text = f"held-out: {within_5pct:.0%} of networks within ±5%"
-        if shifted:
-            text += f" ({_level_words(level)})"
+        if shifted or other_cpu:
+            text += f" ({'; '.join(w for w in (other_cpu, shifted and _level_words(level)) if w)})"
+    elif other_cpu:
+        text = (f"this table was measured on another CPU: {other_cpu}; {within_5pct:.0%} of held-out networks "
+                "within ±5%. A CPU table predicts the CPU it was measured on: profile this one "
+                "(`nagkit profile --device cpu --calibrate`)")
     elif noisy_sd:
         text = (f"this machine is too noisy for ±5%: {what} {sd:.1f}% (1 sd, median over networks; limit "
                 f"{NOISE_LIMIT_PCT}%); {within_5pct:.0%} of held-out networks within ±5%. {quiet}")
@@ -411,7 +417,7 @@ def verdict(within_5pct: float, noise: dict | None, level: dict | None = None) -
                 "--calibrate N`, `nagkit lut calibrate --samples N`) or re-profile the blocks")
     return {"meets_5pct": meets, "within_5pct": within_5pct, "statistic_sd_pct": sd,
             "single_measurement_sd_pct": one, "unconfirmed_share": share,
-            "level_shift_pct": None if level is None else level["median_pct"], "text": text}
+            "level_shift_pct": None if level is None else level["median_pct"], "other_cpu": other_cpu, "text": text}
 
 
 def _level_words(level: dict) -> str:

@@ -311,16 +311,28 @@ def validate(table: LatencyTable, device, space: SearchSpace, n: int, seed: int 
                                     precision=table.precision)
     level = level_shift([s.median_ms for s in stats[len(archs):]], ref_ms, ref_when)
     return validation_report(table, space, archs, stats[:len(archs)], device=str(device.spec), seed=seed,
-                             network_cache=cinfo, level=level)
+                             network_cache=cinfo, level=level, other_cpu=other_cpu(table, device))
+
+
+def other_cpu(table: LatencyTable, device) -> str | None:
+    """For a CPU device whose table was measured on another CPU (:func:`nagkit.devices.cpu.same_cpu`):
+    words that name both; else None."""
+    from nagkit.devices.cpuinfo import describe_cpu, same_cpu
+
+    if getattr(device, "kind", None) != "cpu":
+        return None
+    theirs, mine = table.device or {}, device.info() or {}
+    return None if same_cpu(theirs, mine) else f"the table was measured on {describe_cpu(theirs)}, this is {describe_cpu(mine)}"
 
 
 def validation_report(table: LatencyTable, space: SearchSpace, archs: Sequence[Arch], stats: Sequence[Any], *,
                       device: str, seed: int | None = None, network_cache: dict | None = None,
-                      level: dict | None = None) -> dict[str, Any]:
+                      level: dict | None = None, other_cpu: str | None = None) -> dict[str, Any]:
     """Compare measured ``stats`` (one LatencyStats per arch) with the table's predictions;
-    ``verdict`` says whether ±5% holds for 95% of them, and whether this machine's measurement
-    noise (``network_cache["noise"]``, when measured) or a shift of its level since the table was
-    made (``level``, :func:`level_shift`) lets it."""
+    ``verdict`` says whether ±5% holds for 95% of them, and whether the table's being another
+    CPU's (``other_cpu``, :func:`other_cpu`), this machine's measurement noise
+    (``network_cache["noise"]``, when measured) or a shift of its level since the table was made
+    (``level``, :func:`level_shift`) lets it."""
     from nagkit.latency.calibration import verdict
 
     n = len(archs)
@@ -351,9 +363,9 @@ def validation_report(table: LatencyTable, space: SearchSpace, archs: Sequence[A
         "calibration_overlap": overlap,
         "noisy_measurements": int(sum(s.noisy for s in stats)),
         "noise": (cinfo or {}).get("noise"),
-        "level": level,
+        "level": level, "other_cpu": other_cpu,
         "verdict": verdict((fidelity(calp, meas) if calp is not None else fidelity(raw, meas))["within_5pct"],
-                           (cinfo or {}).get("noise"), level),
+                           (cinfo or {}).get("noise"), level, other_cpu),
         "network_cache": cinfo, "archs": rows,
     }
 
@@ -385,6 +397,8 @@ def report_text(r: dict[str, Any]) -> str:
         lines.append(f"level      the table's own {lv['anchors']} calibration networks run {lv['median_pct']:+.2f}% "
                      f"(median; {lv['min_pct']:+.1f}% to {lv['max_pct']:+.1f}%) against when they were measured"
                      f" (limit ±{lv['limit_pct']}%)")
+    if r.get("other_cpu"):
+        lines.append(f"machine    {r['other_cpu']}")
     lines.append(("" if r["verdict"]["meets_5pct"] else "WARNING: ") + r["verdict"]["text"])
     if r.get("plot"):
         lines.append(f"plot -> {r['plot']}")

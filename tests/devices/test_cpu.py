@@ -187,7 +187,7 @@ def test_info_reads_the_host():
 
 def test_cpu_id_tells_apart_cpus_that_a_hypervisor_gives_one_model_name():
     """Two AMD EPYC VMs of this project both say "AMD EPYC": family and model tell the Zen 4 from the Zen 5."""
-    from nagkit.devices.cpu import cpu_id
+    from nagkit.devices.cpuinfo import cpu_id
 
     def x86(family, model):
         core = (f"processor\t: {{n}}\nvendor_id\t: AuthenticAMD\ncpu family\t: {family}\nmodel\t\t: {model}\n"

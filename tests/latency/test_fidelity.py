@@ -250,6 +250,54 @@ def test_validate_measures_the_tables_own_networks_again_and_names_a_shift_of_th
     assert text.splitlines()[-1] == ("" if v["meets_5pct"] else "WARNING: ") + v["text"]
 
 
+class ScriptedCpu(ScriptedDevice):
+    """The scripted debug device, calling itself a CPU with a given ``info()`` record."""
+
+    kind = "cpu"
+
+    def __init__(self, script, info):
+        super().__init__(script)
+        self._info = info
+
+    def info(self):
+        return dict(self._info)
+
+
+@pytest.mark.parametrize("shift", [0.0, 0.06])
+def test_validate_names_a_table_measured_on_another_cpu_of_the_same_model_name(lat_space, lat_table, shift):
+    """A Zen 4 VM and a Zen 5 VM both call their CPU "AMD EPYC": the table records the CPU's
+    identity, and `lut validate` on another CPU says whose table it is checking (decisions 33)."""
+    import dataclasses
+
+    from nagkit.latency.validate import report_text, validate
+
+    zen4 = {"cpu_model": "AMD EPYC", "cpu_id": "AuthenticAMD family 25 model 17 stepping 1"}
+    zen5 = {"cpu_model": "AMD EPYC", "cpu_id": "AuthenticAMD family 26 model 2 stepping 1"}
+    calibrated, _, _ = _calibrated(lat_space, lat_table)
+    table = dataclasses.replace(calibrated, device={"spec": "cpu", **zen4})
+    val = random_archs(lat_space, 10, seed=5, resolutions=[32])
+    script = {str(a): [float(p) * (1 + shift)] for a, p in zip(val, table.predict_many(lat_space, val, calibrated=True))}
+    for here, other in ((zen5, True), (zen4, False), ({"cpu_model": "AMD EPYC"}, False), ({"cpu_model": "Intel Xeon"}, True)):
+        rep = validate(table, ScriptedCpu(script, here), lat_space, 10, seed=5, resolutions=[32], progress=False,
+                       passes=1, anchors=0)
+        v, text = rep["verdict"], report_text(rep)
+        assert v["meets_5pct"] == (shift == 0) and v["other_cpu"] == rep["other_cpu"]
+        if not other:  # the same identity, or a record without one and the same name
+            assert rep["other_cpu"] is None and "machine " not in text and "another CPU" not in v["text"]
+            continue
+        assert rep["other_cpu"].startswith("the table was measured on AMD EPYC (AuthenticAMD family 25 model 17")
+        assert f"this is {here['cpu_model']}" in rep["other_cpu"] and f"machine    {rep['other_cpu']}" in text
+        if shift == 0:
+            assert v["text"].startswith("held-out: 100% of networks within ±5% (the table was measured on")
+        else:  # the miss is put down to the other CPU, with the command that makes this CPU's table
+            assert v["text"].startswith("this table was measured on another CPU: ")
+            assert "nagkit profile --device cpu --calibrate" in v["text"] and "--calibrate N" not in v["text"]
+    # a debug device is no CPU: nothing to compare
+    rep = validate(table, ScriptedDevice(script), lat_space, 10, seed=5, resolutions=[32], progress=False, passes=1,
+                   anchors=0)
+    assert rep["other_cpu"] is None
+
+
 def test_validate_without_anchors_or_without_recorded_networks_has_no_level(lat_space, lat_table, tmp_path, capsys):
     from nagkit.cli.latency import validate_cmd
     from nagkit.latency.validate import LEVEL_ANCHORS, level_anchors, report_text, validate
