@@ -43,7 +43,8 @@ START_TIMEOUT_S = 120.0
 
 
 def host_info(cores: Iterable[int] | None = None) -> dict[str, Any]:
-    """CPU model and identity (:func:`cpu_id`), core counts, governor and frequencies (for ``cores``), kernel and Python."""
+    """CPU model and identity (:func:`nagkit.devices.cpuinfo.cpu_id`), core counts, governor and
+    frequencies (for ``cores``), kernel and Python."""
     info: dict[str, Any] = {"kind": "cpu", "machine": platform.machine(), "os": platform.system(),
                             "kernel": platform.release(), "python": platform.python_version(),
                             "logical_cores": os.cpu_count()}
