@@ -370,14 +370,15 @@ def block_noise_warning(block_passes: dict | None) -> str | None:
 
 
 def verdict(within_5pct: float, noise: dict | None, level: dict | None = None,
-            other_cpu: str | None = None) -> dict[str, Any]:
+            other_cpu: str | None = None, device: str = "cpu") -> dict[str, Any]:
     """Whether ±5% (for 95% of networks) is reached on held-out networks, and if not, whether the
     machine's noise explains it. The noise that counts is the recorded statistic's (the best of
     the passes: :func:`nagkit.latency.passes.statistic_sd`); one pass's is reported beside it.
     ``level`` (``lut validate``'s :func:`nagkit.latency.validate.level_shift`): how much slower or
     faster the table's own calibration networks run now than when the table was made; a shift
     beyond its limit explains a miss that noise does not (decisions 32). ``other_cpu``: the words
-    that name the other CPU a table was measured on, which explains a miss before anything else."""
+    that name the other CPU a table was measured on, which explains a miss before anything else
+    (``device``: the spec its fix names)."""
     from nagkit.latency.passes import statistic_sd
 
     sd = statistic_sd(noise)
@@ -386,7 +387,9 @@ def verdict(within_5pct: float, noise: dict | None, level: dict | None = None,
     noisy_sd = sd is not None and sd > NOISE_LIMIT_PCT
     noisy = noisy_sd or (share is not None and share > UNCONFIRMED_LIMIT)
     meets = within_5pct >= 0.95 and not noisy
-    shifted = bool(level and level.get("shifted"))
+    at_level = ((level or {}).get("at_table_level") or {}).get("within_5pct")
+    # a shift beyond the limit, or one under it that explains the miss (at the table's level ±5% would hold)
+    shifted = bool(level and (level.get("shifted") or (within_5pct < 0.95 and at_level is not None and at_level >= 0.95)))
     best_of = noise is not None and noise.get("best_of_sd_pct") is not None
     what = "the best of a network's passes varies by" if best_of else "the same network measured twice differs by"
     quiet = ("Profile and calibrate on a quiet machine (close other programs, pin the worker with cores=) "
@@ -398,7 +401,7 @@ def verdict(within_5pct: float, noise: dict | None, level: dict | None = None,
     elif other_cpu:
         text = (f"this table was measured on another CPU: {other_cpu}; {within_5pct:.0%} of held-out networks "
                 "within ±5%. A CPU table predicts the CPU it was measured on: profile this one "
-                "(`nagkit profile --device cpu --calibrate`)")
+                f"(`nagkit profile --device {device} --calibrate`)")
     elif noisy_sd:
         text = (f"this machine is too noisy for ±5%: {what} {sd:.1f}% (1 sd, median over networks; limit "
                 f"{NOISE_LIMIT_PCT}%); {within_5pct:.0%} of held-out networks within ±5%. {quiet}")
@@ -407,8 +410,9 @@ def verdict(within_5pct: float, noise: dict | None, level: dict | None = None,
                 f"({share:.0%}; limit {UNCONFIRMED_LIMIT:.0%}) had no second pass within 3% of their best, "
                 f"after the extra passes; {within_5pct:.0%} of held-out networks within ±5%. {quiet}")
     elif shifted:
+        at = "" if at_level is None else f", at the table's level {at_level:.0%} would be (a diagnosis, not the fidelity)"
         text = (f"this machine is not in the state its table was measured in: {_level_words(level)}; "
-                f"{within_5pct:.0%} of held-out networks within ±5%. A table holds for the state it was "
+                f"{within_5pct:.0%} of held-out networks within ±5%{at}. A table holds for the state it was "
                 "measured in: validate again when the machine is back in that state, or profile again "
                 "(`nagkit profile --force --calibrate`) in the state you deploy in")
     else:

@@ -315,7 +315,7 @@ def validate(table: LatencyTable, device, space: SearchSpace, n: int, seed: int 
 
 
 def other_cpu(table: LatencyTable, device) -> str | None:
-    """For a CPU device whose table was measured on another CPU (:func:`nagkit.devices.cpu.same_cpu`):
+    """For a CPU device whose table was measured on another CPU (:func:`nagkit.devices.cpuinfo.same_cpu`):
     words that name both; else None."""
     from nagkit.devices.cpuinfo import describe_cpu, same_cpu
 
@@ -341,6 +341,10 @@ def validation_report(table: LatencyTable, space: SearchSpace, archs: Sequence[A
     meas = np.array([s.median_ms for s in stats])
     cal = table.calibration
     calp = table.predict_many(space, archs, calibrated=True) if cal is not None else None
+    if level is not None:  # a diagnosis, not the fidelity: the same networks had the machine been at the table's level
+        at = fidelity(calp if calp is not None else raw, meas / (1 + level["median_pct"] / 100))
+        level = {**level, "at_table_level": {"within_5pct": at["within_5pct"], "mape": at["mape"],
+                                             "mean_signed_error_pct": at["mean_signed_error_pct"]}}
     rows = []
     for i, a in enumerate(archs):
         row = {"arch": str(a), "raw_ms": float(raw[i]), "measured_ms": float(meas[i]),
@@ -365,7 +369,7 @@ def validation_report(table: LatencyTable, space: SearchSpace, archs: Sequence[A
         "noise": (cinfo or {}).get("noise"),
         "level": level, "other_cpu": other_cpu,
         "verdict": verdict((fidelity(calp, meas) if calp is not None else fidelity(raw, meas))["within_5pct"],
-                           (cinfo or {}).get("noise"), level, other_cpu),
+                           (cinfo or {}).get("noise"), level, other_cpu, device),
         "network_cache": cinfo, "archs": rows,
     }
 
@@ -396,7 +400,9 @@ def report_text(r: dict[str, Any]) -> str:
     if lv:
         lines.append(f"level      the table's own {lv['anchors']} calibration networks run {lv['median_pct']:+.2f}% "
                      f"(median; {lv['min_pct']:+.1f}% to {lv['max_pct']:+.1f}%) against when they were measured"
-                     f" (limit ±{lv['limit_pct']}%)")
+                     f" (limit ±{lv['limit_pct']}%)"
+                     + (f"; at the table's level {lv['at_table_level']['within_5pct']:.0%} would be within ±5%"
+                        if lv.get("at_table_level") else ""))
     if r.get("other_cpu"):
         lines.append(f"machine    {r['other_cpu']}")
     lines.append(("" if r["verdict"]["meets_5pct"] else "WARNING: ") + r["verdict"]["text"])
