@@ -98,7 +98,7 @@ class LoadSampler:
         out = {"load1_max": max(s), "load1_mean": sum(s) / len(s), "n_samples": len(s)}
         whole = steal_pct(getattr(self, "_first", None), getattr(self, "_last", None))
         if whole is not None:
-            out.update({"steal_pct": round(whole, 3), "steal_pct_max_interval": round(max(self.steal), 3),
+            out.update({"steal_pct": round(whole, 3), "steal_pct_max_interval": round(max(self.steal, default=whole), 3),
                         "steal_interval_s": self.every_s})
         return out
 
