@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from nagkit.app.workspace import Workspace, init_workspace, load_workspace, user_home, user_workspaces_dir
-from nagkit.devices.cpuinfo import describe_cpu, same_cpu
+from nagkit.devices.cpuinfo import named_cpu, same_cpu
 from nagkit.errors import ArtifactError, BadInputError, NagkitError
 from nagkit.resources import LATENCY_TABLES
 
@@ -114,7 +114,7 @@ def find_device_table(device, space_name: str, precision: str = "fp32") -> Path 
 
 def describe_table(ws: Workspace) -> str:
     dev, prov = ws.table_origin()
-    who = dev.get("model") or (describe_cpu(dev) if dev.get("cpu_model") or dev.get("cpu_id") else "") or dev.get("gpu") or ""
+    who = dev.get("model") or named_cpu(dev) or dev.get("gpu") or ""
     host = prov.get("host")
     where = f"{dev.get('spec', ws.latency_table_spec)}" + (f", {who}" if who else "") + (f", host {host}" if host else "")
     return f"{ws.latency_table_spec} ({where})"

@@ -306,10 +306,9 @@ def profile(device_spec, space_name, res_text, out, benchmark_binary, resume, fo
     def started(path, facts, sp, res) -> None:
         from nagkit.latency.blocks import unique_layers
 
-        from nagkit.devices.cpuinfo import describe_cpu
+        from nagkit.devices.cpuinfo import named_cpu
 
-        cpu = describe_cpu(facts) if facts.get("cpu_model") or facts.get("cpu_id") else None
-        what = " ".join(str(v) for v in (facts.get("model") or cpu, facts.get("os")) if v)
+        what = " ".join(str(v) for v in (facts.get("model") or named_cpu(facts), facts.get("os")) if v)
         via = f", via {facts['transport']}" if facts.get("transport") else ""
         log(f"device   {device_spec}" + (f" ({what}{via})" if what or via else "") + ": reachable, ready to measure")
         log(f"space    {sp.name}" + (" (the default workspace's; --space to change)" if space_name is None else "")

@@ -42,3 +42,8 @@ def describe_cpu(info: dict[str, Any]) -> str:
     """``"AMD EPYC (AuthenticAMD family 26 model 2 stepping 1)"``: the model name and the identity."""
     name, ident = info.get("cpu_model"), info.get("cpu_id")
     return f"{name or 'an unnamed CPU'}" + (f" ({ident})" if ident else "")
+
+
+def named_cpu(info: dict[str, Any]) -> str | None:
+    """:func:`describe_cpu` for a record that names a CPU (a model name or an identity), else None."""
+    return describe_cpu(info) if info.get("cpu_model") or info.get("cpu_id") else None
