@@ -96,15 +96,14 @@ def float16_reference(module):
     import copy
 
     import torch
-    from torch.nn.utils.fusion import fuse_conv_bn_eval
+
+    from nagkit.runtimes.fold import NotFoldableError, fold_batchnorms, has_batchnorm
 
     ref = copy.deepcopy(module).cpu().float().eval()
-    for parent in list(ref.modules()):
-        kids = list(parent.named_children())
-        for (cname, conv), (bname, bn) in zip(kids, kids[1:]):
-            if isinstance(conv, torch.nn.Conv2d) and isinstance(bn, torch.nn.BatchNorm2d):
-                setattr(parent, cname, fuse_conv_bn_eval(conv, bn))
-                setattr(parent, bname, torch.nn.Identity())
+    try:
+        ref = fold_batchnorms(ref) if has_batchnorm(ref) else ref
+    except NotFoldableError as e:
+        raise CheckFailedError(f"cannot build the float16 reference: {e}", hint="export fp32 (--export tflite)") from e
     left = [n for n, m in ref.named_modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
     if left:
         raise CheckFailedError(f"cannot build the float16 reference: BatchNorm {left[0]!r} does not follow a "

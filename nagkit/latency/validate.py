@@ -28,7 +28,7 @@ import numpy as np
 from nagkit.errors import BadInputError
 from nagkit.latency.blocks import FORMATS, check_format_precision, default_cache_dir, precision_dir
 from nagkit.latency.passes import EXTRA_PASSES, PASSES, STATISTIC, confirmed, pass_noise, pick
-from nagkit.runtimes.convert import IO_NAMES
+from nagkit.runtimes.convert import IO_NAMES, TFLITE_RECIPE
 from nagkit.runtimes.versions import format_versions
 from nagkit.latency.progress import progress_bar
 from nagkit.latency.table import LatencyTable
@@ -74,7 +74,9 @@ class NetworkCache:
         self.fmt = fmt
         self.precision = check_format_precision(fmt, precision)
         self.versions = format_versions(fmt) if fmt != "torch" else {}
-        tag = hashlib.sha256((repr(sorted(self.versions.items())) + repr(IO_NAMES)).encode()).hexdigest()[:10]
+        # the recipe: files converted before BatchNorm was folded first differ in tensor names (decisions 34)
+        recipe = repr(IO_NAMES) + (f" {TFLITE_RECIPE}" if fmt == "tflite" else "")
+        tag = hashlib.sha256((repr(sorted(self.versions.items())) + recipe).encode()).hexdigest()[:10]
         root = Path(cache_dir) if cache_dir else default_cache_dir().parent
         self.dir = root / "nets" / precision_dir(fmt, precision, tag)
         self.hits = self.misses = 0

@@ -25,6 +25,7 @@ from typing import Any
 
 from nagkit.errors import NagkitError
 from nagkit.io import current_umask
+from nagkit.runtimes.fold import folded_for_conversion
 from nagkit.runtimes.metadata import set_onnx_metadata, set_tflite_io
 from nagkit.runtimes.quiet import native_stderr_captured
 
@@ -32,6 +33,10 @@ log = logging.getLogger(__name__)
 
 ONNX_OPSET = 17
 IO_NAMES = ("image", "logits")  # the input and output tensors of every exported whole network, both formats
+#: How TFLite files are made beyond the converter's versions: BatchNorm folded in PyTorch first
+#: (:mod:`nagkit.runtimes.fold`; the same graph and constants, other tensor names). Part of the
+#: network cache's key, so a cached network stays byte for byte what an export writes.
+TFLITE_RECIPE = "batchnorm-folded"
 #: What a model's weights and activations are: a table, a block cache and a bundle each have one.
 PRECISIONS = ("fp32", "int8", "fp16")
 #: The precisions each format is converted at: float16 weights are a TFLite form (weights stored
@@ -217,10 +222,11 @@ def to_tflite(module, example, path: str | os.PathLike, *, names: tuple[str, str
     with _converting(module, example, path, (".tflite",), "TFLite conversion",
                      "try --format onnx, or rerun with NAGKIT_DEBUG=1 for the traceback") as job:
         with job.captured("litert-torch"):
+            folded = folded_for_conversion(module)  # the same file's graph and weights, faster (decisions 34)
             if names is None:
-                edge = litert_torch.convert(module, (example,))
+                edge = litert_torch.convert(folded, (example,))
             else:  # a keyword input and a dict output name the signature's tensors
-                edge = litert_torch.convert(_named(module, names[1]), sample_kwargs={names[0]: example})
+                edge = litert_torch.convert(_named(folded, names[1]), sample_kwargs={names[0]: example})
             edge.export(job.tmp)
         _finish_tflite(job.tmp, names, metadata)
     return path
@@ -297,7 +303,7 @@ def to_tflite_fp16(module, example, path: str | os.PathLike, *, names: tuple[str
             from litert_torch.generative.quantize.quant_recipes import full_fp16_recipe
 
             name, output = names or IO_NAMES
-            edge = litert_torch.convert(_named(module, output), sample_kwargs={name: example},
+            edge = litert_torch.convert(_named(folded_for_conversion(module), output), sample_kwargs={name: example},
                                         quant_config=full_fp16_recipe())
             edge.export(job.tmp)
         _finish_tflite(job.tmp, names, metadata)
