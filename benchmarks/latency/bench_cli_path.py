@@ -18,8 +18,9 @@ The files timed are the conversion cache's: the same converter, graph, inputs, s
 tensor shapes as what ``nagkit export --random-init --seed 0`` writes, which also carries the
 model metadata of decisions 20, so the bytes differ (decisions 19; ``tests/latency/test_ships.py``).
 The script re-exports ``--export-check`` of them with ``nagkit export`` and records both: the
-sha256 match (false: the metadata) and the graph match (io, signatures, operators and every
-tensor shape for TFLite; io, operators and opsets for ONNX).
+sha256 match (false: the metadata) and the graph match (``nagkit.runtimes.graph.model_graph``
+with constants: signatures, io, every operator with its options and the shape, type and bytes
+of every tensor it reads or writes for TFLite; io, operators, opsets and initializers for ONNX).
 
 Targets (issue 17 acceptance): validate ≥ 95% within ±5%; the plain timer agrees with the table
 ≥ 90% within ±5%; profile + calibration ≤ 10 min cold on the 2-core CPU. The load average is
@@ -154,26 +155,6 @@ def sha(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
 
-def graph(p: Path) -> dict:
-    """What a runtime sees of a model file, without its metadata: the graph the two timers time."""
-    if p.suffix == ".onnx":
-        import onnx
-
-        m = onnx.load(str(p))
-        dims = lambda v: [d.dim_value for d in v.type.tensor_type.shape.dim]  # noqa: E731
-        return {"inputs": [(i.name, dims(i)) for i in m.graph.input], "outputs": [(o.name, dims(o)) for o in m.graph.output],
-                "ops": [n.op_type for n in m.graph.node], "opset": [(o.domain, o.version) for o in m.opset_import]}
-    from nagkit.runtimes.litert import open_interpreter
-
-    it = open_interpreter(p, 1)
-    it.allocate_tensors()
-    io = [(d["name"], list(map(int, d["shape"])), np.dtype(d["dtype"]).str)
-          for d in (*it.get_input_details(), *it.get_output_details())]
-    ops = [(o["op_name"], tuple(int(i) for i in o["inputs"] if i >= 0)) for o in it._get_ops_details()]
-    return {"io": io, "signatures": it.get_signature_list(), "ops": ops,
-            "shapes": [list(map(int, t["shape"])) for t in it.get_tensor_details()]}
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runtime", choices=sorted(PROFILES), default="litert")
@@ -202,6 +183,7 @@ def main(argv=None) -> int:
     from nagkit.io import atomic_write_json
     from nagkit.latency.table import LatencyTable, utc_now
     from nagkit.latency.validate import NetworkCache, random_archs
+    from nagkit.runtimes.graph import model_graph
     from nagkit.space import get_space
 
     phases = [p.strip() for p in args.phases.split(",") if p.strip()]
@@ -278,7 +260,8 @@ def main(argv=None) -> int:
                             space.name, "--arch", str(a), "--format", FORMATS[args.runtime], "--out", str(d),
                             "--force", "-q"], env=env, cwd=ROOT, check=True, capture_output=True)
             exported = d / f"model.{FORMATS[args.runtime]}"
-            checks.append({"arch": str(a), "same_sha256": sha(exported) == sha(p), "same_graph": graph(exported) == graph(p)})
+            checks.append({"arch": str(a), "same_sha256": sha(exported) == sha(p),
+                           "same_graph": model_graph(exported, constants=True) == model_graph(p, constants=True)})
         with LoadSampler() as load:
             t0 = time.perf_counter()
             rows = plain_timings(args.runtime, paths, runs=args.plain_runs)
