@@ -34,8 +34,9 @@ log = logging.getLogger(__name__)
 ONNX_OPSET = 17
 IO_NAMES = ("image", "logits")  # the input and output tensors of every exported whole network, both formats
 #: How TFLite files are made beyond the converter's versions: BatchNorm folded in PyTorch first
-#: (:mod:`nagkit.runtimes.fold`; the same graph and constants, other tensor names). Part of the
-#: network cache's key, so a cached network stays byte for byte what an export writes.
+#: (:mod:`nagkit.runtimes.fold`; the same graph, the same constants but for the last bit of a few
+#: weights of untrained BatchNorms, other tensor names). Part of the network cache's key, so a
+#: cached network stays byte for byte what an export writes.
 TFLITE_RECIPE = "batchnorm-folded"
 #: What a model's weights and activations are: a table, a block cache and a bundle each have one.
 PRECISIONS = ("fp32", "int8", "fp16")

@@ -6,7 +6,8 @@ TFLite (read from the flatbuffer, nothing is run): the signatures, the input and
 ``constants=True``) the sha256 of the bytes of every tensor it reads or writes. Tensor names
 other than the inputs' and outputs' are left out: they are the converter's debug locations.
 ONNX: inputs and outputs (name, dims), the nodes' operator types in order, the opsets, and with
-``constants=True`` the initializers' dims and sha256.
+``constants=True`` the initializers' dims, type and the sha256 of their values.
+:func:`tflite_float_constants` gives a TFLite file's float constants themselves.
 """
 
 from __future__ import annotations
