@@ -10,8 +10,8 @@ two alternate which goes first, network by network. Each pair's files are compar
 element by element (how many differ, and by how many units in the last place at most: these
 networks' BatchNorms are untrained, where the converter's own fold rounds a few weights
 differently; decisions 34).
-One process, one conversion at a time; every second of both conversions is counted (the fold
-is inside ``to_tflite``). The load average and steal time are recorded.
+One process, one conversion at a time, after one untimed warm-up conversion (imports, first
+trace); every second of both conversions is counted (the fold is inside ``to_tflite``). The load average and steal time are recorded.
 
     python benchmarks/latency/bench_fold.py                       # 3 seeds x 4 networks, r=224
 """
