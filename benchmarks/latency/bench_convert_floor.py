@@ -81,15 +81,21 @@ def _workers(args, seeds: list[int]) -> tuple[list[dict], float]:
     """Start one worker per seed at once; wait for all. Returns their reports and the wall time."""
     base = [sys.executable, __file__, "--space", args.space, "--resolution", str(args.resolution),
             "--networks", str(args.networks)]
-    t0 = time.perf_counter()
-    procs = [subprocess.Popen(base + ["--worker", str(s)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              text=True) for s in seeds]
-    outs = [p.communicate()[0] for p in procs]
-    wall = time.perf_counter() - t0
-    for p, s in zip(procs, seeds):
-        if p.returncode != 0:
-            raise SystemExit(f"worker for seed {s} failed (exit {p.returncode})")
-    return [json.loads(o.strip().splitlines()[-1]) for o in outs], wall
+    with tempfile.TemporaryDirectory(prefix="nagkit-bench-floor-") as tmp:
+        outs = [Path(tmp) / f"{s}.out" for s in seeds]
+        errs = [Path(tmp) / f"{s}.err" for s in seeds]  # files, not pipes: the converters' chatter can be long
+        t0 = time.perf_counter()
+        procs = []
+        for s, o, e in zip(seeds, outs, errs):
+            with open(o, "w") as fo, open(e, "w") as fe:
+                procs.append(subprocess.Popen(base + ["--worker", str(s)], stdout=fo, stderr=fe, text=True))
+        for p in procs:
+            p.wait()
+        wall = time.perf_counter() - t0
+        for p, s, e in zip(procs, seeds, errs):
+            if p.returncode != 0:
+                raise SystemExit(f"worker for seed {s} failed (exit {p.returncode}):\n{e.read_text()[-2000:]}")
+        return [json.loads(o.read_text().strip().splitlines()[-1]) for o in outs], wall
 
 
 def _per_net(reports: list[dict], key: str) -> float:
