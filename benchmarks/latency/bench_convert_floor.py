@@ -153,7 +153,7 @@ def main(argv=None) -> int:
     if len(args.seeds) != 3:
         ap.error("--seeds takes three seeds: one for the worker alone, two for the workers at once")
 
-    from bench_cpu import LoadSampler, busy_processes, machine_info
+    from bench_cpu import LoadSampler, busy_processes, machine_info, result_path
 
     from nagkit.io import atomic_write_json
     from nagkit.latency.table import utc_now
@@ -183,8 +183,7 @@ def main(argv=None) -> int:
         "alone": alone, "alone_process_wall_s": round(alone_wall, 1),
         "two_at_once": both, "two_at_once_process_wall_s": round(both_wall, 1),
         "lightweight": lw}
-    cpu = (report["machine"].get("cpu_model") or "cpu").lower().replace(" ", "-")
-    out = Path(args.results_dir) / f"convert-floor-{space.name}-r{args.resolution}-{cpu}{args.tag}.json"
+    out = result_path(args.results_dir, f"convert-floor-{space.name}-r{args.resolution}", report["machine"], args.tag)
     atomic_write_json(out, report)
     s = report["summary"]
     print(f"two processes give {s['throughput_two_vs_one']:.2f}x one; lightweight/default median "

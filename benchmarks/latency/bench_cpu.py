@@ -158,6 +158,13 @@ def machine_info() -> dict:
             "versions": versions()}
 
 
+def result_path(results_dir: str | Path, stem: str, machine: dict, tag: str = "") -> Path:
+    """``<results_dir>/<stem>-<cpu model, lower case, dashes><tag>.json``: the result file of a
+    benchmark that names the machine it ran on."""
+    cpu = (machine.get("cpu_model") or "cpu").lower().replace(" ", "-")
+    return Path(results_dir) / f"{stem}-{cpu}{tag}.json"
+
+
 def _cal_summary(c) -> dict:
     return {"model": c.model, "group_by": c.group_by, "n_groups": len(c.group_scales or {}),
             "shrinkage": c.details.get("shrinkage"), "intercept_ms": c.intercept, "group_scales": c.group_scales,

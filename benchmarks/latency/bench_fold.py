@@ -44,7 +44,7 @@ def main(argv=None) -> int:
 
     import logging
 
-    from bench_cpu import LoadSampler, busy_processes, machine_info
+    from bench_cpu import LoadSampler, busy_processes, machine_info, result_path
 
     import nagkit.runtimes.convert as convert
     from nagkit.io import atomic_write_json
@@ -113,8 +113,7 @@ def main(argv=None) -> int:
             "folded_total_s": round(sum(r["folded_s"] for r in rows), 1),
             "plain_total_s": round(sum(r["plain_s"] for r in rows), 1)},
         "rows": rows}
-    cpu = (report["machine"].get("cpu_model") or "cpu").lower().replace(" ", "-")
-    out = Path(args.results_dir) / f"fold-conversion-{space.name}-r{args.resolution}-{cpu}{args.tag}.json"
+    out = result_path(args.results_dir, f"fold-conversion-{space.name}-r{args.resolution}", report["machine"], args.tag)
     atomic_write_json(out, report)
     sm = report["summary"]
     print(f"median folded/plain {sm['median_ratio']:.3f}; same graph: {sm['all_same_graph']}; constants "
