@@ -8,8 +8,8 @@ Two questions, each answered by running the converter, nothing modelled:
   speed of one alone? A worker process (this script with ``--worker``) converts ``--networks``
   random networks the way the calibration does (``convert_module``, names ``image``/``logits``,
   BatchNorm folded) after one untimed warm-up conversion, and reports per network the wall time
-  and the CPU time its process used (user + system). Run once alone, then twice at once (other
-  seeds), one after the other.
+  and the CPU time its process used (user + system). Run once alone, then twice at once, each of
+  the two converting the same networks as the one alone (``--seed``).
 * **litert-torch's ``lightweight_conversion``** (its "faster conversion" switch): in one
   process, the same networks converted with and without it, alternating which goes first; the
   two files compared with ``model_graph`` (operators, options, shapes, types, constants).
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -78,12 +77,14 @@ def worker(args) -> int:
 
 
 def _workers(args, seeds: list[int]) -> tuple[list[dict], float]:
-    """Start one worker per seed at once; wait for all. Returns their reports and the wall time."""
+    """Start one worker per entry of ``seeds`` at once; wait for all. Returns their reports and
+    the wall time."""
     base = [sys.executable, __file__, "--space", args.space, "--resolution", str(args.resolution),
             "--networks", str(args.networks)]
     with tempfile.TemporaryDirectory(prefix="nagkit-bench-floor-") as tmp:
-        outs = [Path(tmp) / f"{s}.out" for s in seeds]
-        errs = [Path(tmp) / f"{s}.err" for s in seeds]  # files, not pipes: the converters' chatter can be long
+        # files, not pipes: the converters' chatter can be long
+        outs = [Path(tmp) / f"{k}.out" for k in range(len(seeds))]
+        errs = [Path(tmp) / f"{k}.err" for k in range(len(seeds))]
         t0 = time.perf_counter()
         procs = []
         for s, o, e in zip(seeds, outs, errs):
@@ -114,7 +115,7 @@ def lightweight(args, space) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="nagkit-bench-floor-") as tmp:
         _convert(space, random_archs(space, 1, seed=99, resolutions=[args.resolution])[0], Path(tmp) / "w.tflite")
-        archs = random_archs(space, args.networks, seed=args.seeds[0] + 100, resolutions=[args.resolution])
+        archs = random_archs(space, args.networks, seed=args.seed + 100, resolutions=[args.resolution])
         for i, arch in enumerate(archs):
             order = (False, True) if i % 2 == 0 else (True, False)
             t, g = {}, {}
@@ -142,16 +143,13 @@ def main(argv=None) -> int:
     ap.add_argument("--space", default="ofa-mbv3-w1.0")
     ap.add_argument("--resolution", type=int, default=224)
     ap.add_argument("--networks", type=int, default=4, help="timed networks per worker (and for lightweight)")
-    ap.add_argument("--seeds", default="201,202,203", help="alone: the first; at once: the other two")
+    ap.add_argument("--seed", type=int, default=201, help="the workers' networks (alone and at once: the same)")
     ap.add_argument("--results-dir", default=str(ROOT / "benchmarks" / "latency" / "results"))
     ap.add_argument("--tag", default="")
     ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker is not None:
         return worker(args)
-    args.seeds = [int(s) for s in args.seeds.split(",")]
-    if len(args.seeds) != 3:
-        ap.error("--seeds takes three seeds: one for the worker alone, two for the workers at once")
 
     from bench_cpu import LoadSampler, busy_processes, machine_info, result_path
 
@@ -161,9 +159,9 @@ def main(argv=None) -> int:
     space = _setup(args.space)
     busy = busy_processes()
     with LoadSampler() as load:
-        alone, alone_wall = _workers(args, args.seeds[:1])
+        alone, alone_wall = _workers(args, [args.seed])
         print(f"alone: {_per_net(alone, 'wall_s'):.2f} s per network, CPU {_per_net(alone, 'cpu_s'):.2f} s", flush=True)
-        both, both_wall = _workers(args, args.seeds[1:])
+        both, both_wall = _workers(args, [args.seed, args.seed])
         print(f"two at once: {_per_net(both, 'wall_s'):.2f} s per network, CPU {_per_net(both, 'cpu_s'):.2f} s",
               flush=True)
         lw = lightweight(args, space)
