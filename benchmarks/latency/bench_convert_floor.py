@@ -9,14 +9,15 @@ Two questions, each answered by running the converter, nothing modelled:
   random networks the way the calibration does (``convert_module``, names ``image``/``logits``,
   BatchNorm folded) after one untimed warm-up conversion, and reports per network the wall time
   and the CPU time its process used (user + system). Run once alone, then twice at once, each of
-  the two converting the same networks as the one alone (``--seed``).
+  the two converting the same networks as the one alone; for each of ``--seeds``.
 * **litert-torch's ``lightweight_conversion``** (its "faster conversion" switch): in one
-  process, the same networks converted with and without it, alternating which goes first; the
-  two files compared with ``model_graph`` (operators, options, shapes, types, constants).
+  process, the same networks (other ones, per seed) converted with and without it, alternating
+  which goes first; the two files compared with ``model_graph`` (operators, options, shapes,
+  types, constants).
 
 Every second of each conversion is counted. The load average and steal time are recorded.
 
-    python benchmarks/latency/bench_convert_floor.py            # 4 networks per worker, r=224
+    python benchmarks/latency/bench_convert_floor.py            # 3 seeds x 4 networks, r=224
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def _per_net(reports: list[dict], key: str) -> float:
     return statistics.mean(r[key] for rep in reports for r in rep["rows"])
 
 
-def lightweight(args, space) -> list[dict]:
+def lightweight(args, space, seed: int) -> list[dict]:
     import functools
 
     import litert_torch
@@ -115,7 +116,7 @@ def lightweight(args, space) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="nagkit-bench-floor-") as tmp:
         _convert(space, random_archs(space, 1, seed=99, resolutions=[args.resolution])[0], Path(tmp) / "w.tflite")
-        archs = random_archs(space, args.networks, seed=args.seed + 100, resolutions=[args.resolution])
+        archs = random_archs(space, args.networks, seed=seed + 100, resolutions=[args.resolution])
         for i, arch in enumerate(archs):
             order = (False, True) if i % 2 == 0 else (True, False)
             t, g = {}, {}
@@ -130,7 +131,7 @@ def lightweight(args, space) -> list[dict]:
                 finally:
                     litert_torch.convert = plain_convert
                 g[lw] = model_graph(p, constants=True)
-            rows.append({"arch": str(arch), "first": "lightweight" if order[0] else "default",
+            rows.append({"seed": seed, "arch": str(arch), "first": "lightweight" if order[0] else "default",
                          "default_s": round(t[False], 3), "lightweight_s": round(t[True], 3),
                          "ratio": round(t[True] / t[False], 4), "same_graph_and_constants": g[True] == g[False]})
             print(f"lightweight {i}: {t[True]:.2f} s, default {t[False]:.2f} s, same graph and constants "
@@ -143,7 +144,8 @@ def main(argv=None) -> int:
     ap.add_argument("--space", default="ofa-mbv3-w1.0")
     ap.add_argument("--resolution", type=int, default=224)
     ap.add_argument("--networks", type=int, default=4, help="timed networks per worker (and for lightweight)")
-    ap.add_argument("--seed", type=int, default=201, help="the workers' networks (alone and at once: the same)")
+    ap.add_argument("--seeds", default="201,202,203",
+                    help="per seed: the workers' networks (alone and at once: the same), and lightweight's")
     ap.add_argument("--results-dir", default=str(ROOT / "benchmarks" / "latency" / "results"))
     ap.add_argument("--tag", default="")
     ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
@@ -156,15 +158,28 @@ def main(argv=None) -> int:
     from nagkit.io import atomic_write_json
     from nagkit.latency.table import utc_now
 
+    seeds = [int(x) for x in args.seeds.split(",")]
     space = _setup(args.space)
     busy = busy_processes()
+    per_seed, alone, both, lw = [], [], [], []
     with LoadSampler() as load:
-        alone, alone_wall = _workers(args, [args.seed])
-        print(f"alone: {_per_net(alone, 'wall_s'):.2f} s per network, CPU {_per_net(alone, 'cpu_s'):.2f} s", flush=True)
-        both, both_wall = _workers(args, [args.seed, args.seed])
-        print(f"two at once: {_per_net(both, 'wall_s'):.2f} s per network, CPU {_per_net(both, 'cpu_s'):.2f} s",
-              flush=True)
-        lw = lightweight(args, space)
+        for seed in seeds:
+            one, one_wall = _workers(args, [seed])
+            two, two_wall = _workers(args, [seed, seed])
+            light = lightweight(args, space, seed)
+            a, b = _per_net(one, "wall_s"), _per_net(two, "wall_s")
+            per_seed.append({"seed": seed, "alone_wall_s_per_network": round(a, 3),
+                             "two_at_once_wall_s_per_network": round(b, 3),
+                             "throughput_two_vs_one": round(2 * a / b, 3),
+                             "lightweight_median_ratio": round(statistics.median(r["ratio"] for r in light), 4),
+                             "alone_process_wall_s": round(one_wall, 1),
+                             "two_at_once_process_wall_s": round(two_wall, 1)})
+            alone += one
+            both += two
+            lw += light
+            print(f"seed {seed}: alone {a:.2f} s per network, two at once {b:.2f} s each "
+                  f"({2 * a / b:.2f}x); lightweight/default median {per_seed[-1]['lightweight_median_ratio']:.3f}",
+                  flush=True)
     a, b = _per_net(alone, "wall_s"), _per_net(both, "wall_s")
     report = {
         "benchmark": "TFLite conversion of calibration networks: cores used, two processes at once, "
@@ -172,19 +187,22 @@ def main(argv=None) -> int:
         "space": space.name, "resolution": args.resolution, "machine": machine_info(), "argv": sys.argv[1:],
         "when": utc_now(), "busy_processes_at_start": busy, "load": load.summary(),
         "summary": {
+            "seeds": seeds, "networks_per_worker": args.networks,
             "alone_wall_s_per_network": round(a, 3), "alone_cpu_s_per_network": round(_per_net(alone, "cpu_s"), 3),
             "two_at_once_wall_s_per_network": round(b, 3),
             "two_at_once_cpu_s_per_network": round(_per_net(both, "cpu_s"), 3),
             "throughput_two_vs_one": round(2 * a / b, 3),
+            "throughput_two_vs_one_range": [min(r["throughput_two_vs_one"] for r in per_seed),
+                                            max(r["throughput_two_vs_one"] for r in per_seed)],
             "lightweight_median_ratio": round(statistics.median(r["ratio"] for r in lw), 4),
+            "lightweight_ratio_range": [min(r["ratio"] for r in lw), max(r["ratio"] for r in lw)],
             "lightweight_all_same": all(r["same_graph_and_constants"] for r in lw)},
-        "alone": alone, "alone_process_wall_s": round(alone_wall, 1),
-        "two_at_once": both, "two_at_once_process_wall_s": round(both_wall, 1),
-        "lightweight": lw}
+        "per_seed": per_seed, "alone": alone, "two_at_once": both, "lightweight": lw}
     out = result_path(args.results_dir, f"convert-floor-{space.name}-r{args.resolution}", report["machine"], args.tag)
     atomic_write_json(out, report)
     s = report["summary"]
-    print(f"two processes give {s['throughput_two_vs_one']:.2f}x one; lightweight/default median "
+    print(f"two processes give {s['throughput_two_vs_one']:.2f}x one (per seed {s['throughput_two_vs_one_range']}); "
+          f"lightweight/default median "
           f"{s['lightweight_median_ratio']:.3f} (same graph and constants: {s['lightweight_all_same']}); {out}")
     return 0
 

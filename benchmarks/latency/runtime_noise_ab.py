@@ -3,8 +3,8 @@ whole-network timings noisier than LiteRT's on this machine, measured in the sam
 
 In ``bench_cli_path.py`` runs the two runtimes were measured at different times of the day, so
 their noise figures mix the runtime with the host's period. Here the same ``--networks``
-networks (the first of ``bench_cli_path.py``'s validation networks: seed 17, r=224, converted
-by nagkit into the validation caches the bench left) are timed by both runtimes, one network at
+networks (``bench_cli_path.py``'s validation networks, seed 17, r=224, from ``--offset`` on,
+converted by nagkit into the validation caches the bench left) are timed by both runtimes, one network at
 a time, the LiteRT file then the ONNX file (the order alternating round by round), for
 ``--rounds`` rounds. Each timing is one pass as the bench's plain timer makes it: a fresh
 interpreter or session (1 thread), 3 warm-up runs, ``--runs`` timed runs (input set, run, output
@@ -118,6 +118,8 @@ def main(argv=None) -> int:
     ap.add_argument("--resolution", type=int, default=224)
     ap.add_argument("--seed", type=int, default=17)
     ap.add_argument("--networks", type=int, default=20)
+    ap.add_argument("--offset", type=int, default=0,
+                    help="skip this many of the validation networks first (another sample of the same 100)")
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--runs", type=int, default=30, help="timed runs per pass, at least")
     ap.add_argument("--pass-s", type=float, default=0.0,
@@ -140,7 +142,8 @@ def main(argv=None) -> int:
     from nagkit.space import get_space
 
     space = get_space(args.space)
-    archs = random_archs(space, args.networks, seed=args.seed, resolutions=[args.resolution])
+    archs = random_archs(space, args.offset + args.networks, seed=args.seed,
+                         resolutions=[args.resolution])[args.offset:]
     files = {"litert": [NetworkCache("tflite", args.tflite_cache).path_for(space, a) for a in archs],
              "onnxruntime": [NetworkCache("onnx", args.onnx_cache).path_for(space, a) for a in archs]}
     missing = [str(p) for ps in files.values() for p in ps if not p.exists()]
@@ -159,7 +162,8 @@ def main(argv=None) -> int:
             print(f"round {k + 1} of {args.rounds} done", flush=True)
     summary, corr = analyse(ms)
     report = {"benchmark": "the same networks timed by LiteRT and ONNX Runtime in alternation (noise of each)",
-              "space": space.name, "resolution": args.resolution, "seed": args.seed, "machine": machine_info(),
+              "space": space.name, "resolution": args.resolution, "seed": args.seed, "offset": args.offset,
+              "machine": machine_info(),
               "argv": sys.argv[1:], "when": utc_now(), "busy_processes_at_start": busy, "load": load.summary(),
               "protocol": f"{args.rounds} rounds; per network per round one pass per runtime (fresh "
                           f"interpreter/session, 1 thread, 3 warm-up, then {args.runs} timed runs and at least "
