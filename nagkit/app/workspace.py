@@ -297,6 +297,7 @@ def init_workspace(dest: str | Path | None, *, source: str | Path | Workspace | 
     if (target / CONFIG_NAME).exists() and not force:
         raise BadInputError(f"{target} already holds a workspace",
                             hint=f"use it (`--workspace {target}`), pick another name, or pass --force to replace it")
+    _check_init_target(target)
     text = (src.root / CONFIG_NAME).read_text(encoding="utf-8")
     skip = set()
     if latency_table is not None:
@@ -330,6 +331,26 @@ def writable_workspace(ws: Workspace, what: str) -> Workspace:
         log.warning("workspace %s is shipped with nagkit and never modified: %s writes to your copy %s "
                     "(made now; `--workspace %s` finds it from now on)", ws.name, what, dest, ws.root.name)
     return copy
+
+
+def _check_init_target(target: Path) -> None:
+    """Refuse (exit 2, with or without --force) a destination that is not a workspace and not an
+    empty folder: ``--force`` replaces a workspace nagkit wrote, never a user's files (issue 35)."""
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        raise BadInputError(f"{str(target)!r} exists and is not a folder; a workspace is a folder",
+                            hint="pick another destination")
+    if not target.is_dir() or (target / CONFIG_NAME).is_file():
+        return
+    try:
+        names = sorted(p.name for p in target.iterdir())
+    except OSError as e:
+        raise BadInputError(f"{str(target)!r} cannot be read: {e.strerror}", hint="pick another destination") from None
+    if names:
+        shown = ", ".join(repr(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
+        raise BadInputError(f"{str(target)!r} is a folder with {len(names)} entr{'y' if len(names) == 1 else 'ies'} "
+                            f"({shown}) and no {CONFIG_NAME}: not a workspace, so nagkit does not write into it "
+                            "or replace it (not even with --force)",
+                            hint="pick a new folder or name, e.g. `nagkit init my-workspace`")
 
 
 def _dest_folder(dest: str | Path) -> Path:

@@ -23,6 +23,7 @@ import os
 import shutil
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,7 +75,9 @@ def zip_path_for(out_dir: str | os.PathLike) -> Path:
 
 
 def check_bundle_target(out_dir: str | os.PathLike, force: bool = False) -> None:
-    """Raise BadInputError if the bundle folder or its zip exists and ``force`` is not set."""
+    """Raise BadInputError if the bundle folder or its zip exists and ``force`` is not set, and
+    also with ``force`` when what is there is not a bundle nagkit wrote (issue 35): ``--force``
+    replaces a bundle, never a user's folder or file."""
     out_dir = Path(out_dir)
     check_out_path(out_dir)
     taken = [str(p) for p in (out_dir, zip_path_for(out_dir)) if p.exists() or p.is_symlink()]
@@ -84,6 +87,69 @@ def check_bundle_target(out_dir: str | os.PathLike, force: bool = False) -> None
                             hint="pass --force to replace it, or choose another --out")
     if out_dir.exists() and not out_dir.is_dir():
         raise BadInputError(f"bundle output {str(out_dir)!r} exists and is not a folder", hint="choose another --out")
+    for why in (_not_a_bundle_folder(out_dir), _not_a_bundle_zip(zip_path_for(out_dir), out_dir.name)):
+        if why:
+            raise BadInputError(f"--force replaces only a bundle nagkit wrote; {why}, so it is left as it is",
+                                hint="choose another --out, or move the files away yourself")
+
+
+_BUNDLE_NAMES = frozenset(MODEL_FILES.values()) | {"manifest.json", "README.md"}
+
+
+def _bundle_schema(data: bytes) -> bool:
+    try:
+        m = json.loads(data)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(m, dict) and isinstance(m.get("schema"), str) and m["schema"].startswith("nagkit.bundle/")
+
+
+def _not_a_bundle_folder(out_dir: Path) -> str | None:
+    """None when ``out_dir`` is missing, an empty folder, or a bundle folder (only a bundle's
+    files, with a nagkit bundle manifest); else why it is not one."""
+    if out_dir.is_symlink():
+        return f"{str(out_dir)!r} is a link"
+    if not out_dir.exists():
+        return None
+    names = {p.name for p in out_dir.iterdir()}
+    if not names:
+        return None
+    others = sorted(names - _BUNDLE_NAMES)
+    if others:
+        return (f"{str(out_dir)!r} holds {len(others)} file(s) a bundle does not have "
+                f"({', '.join(repr(n) for n in others[:3])}{', ...' if len(others) > 3 else ''})")
+    man = out_dir / "manifest.json"
+    if not (man.is_file() and not man.is_symlink() and man.stat().st_size <= MAX_MANIFEST_BYTES
+            and _bundle_schema(man.read_bytes())):
+        return f"{str(out_dir)!r} has no nagkit bundle manifest"
+    if any((out_dir / n).is_symlink() or not (out_dir / n).is_file() for n in names):
+        return f"{str(out_dir)!r} holds a link or a folder"
+    return None
+
+
+def _not_a_bundle_zip(zip_path: Path, top: str) -> str | None:
+    """None when ``zip_path`` is missing or a bundle zip (entries only ``top/<bundle file>``,
+    with a nagkit bundle manifest); else why it is not one."""
+    if zip_path.is_symlink():
+        return f"{str(zip_path)!r} is a link"
+    if not zip_path.exists():
+        return None
+    why = f"{str(zip_path)!r} is not a bundle zip"
+    if not zip_path.is_file():
+        return why
+    try:
+        with zipfile.ZipFile(zip_path) as zf:
+            infos = zf.infolist()
+            if len(infos) > len(_BUNDLE_NAMES) or any(
+                    i.filename.partition("/")[0] != top or i.filename.partition("/")[2] not in _BUNDLE_NAMES
+                    for i in infos):
+                return why
+            man = zf.getinfo(f"{top}/manifest.json")
+            if man.file_size > MAX_MANIFEST_BYTES or not _bundle_schema(zf.read(man)):
+                return why
+    except (KeyError, zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError, RuntimeError, NotImplementedError):
+        return why
+    return None
 
 
 def write_bundle(out_dir: str | os.PathLike, models: Mapping[str, str | os.PathLike],

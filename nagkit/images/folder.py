@@ -1,9 +1,19 @@
-"""A user's labelled images as an ImageFolder (read with torchvision), for fine-tuning.
+"""A user's labelled images as an ImageFolder (walked by nagkit, decoded with PIL), for fine-tuning.
 
 Layout: ``DIR/train/<class>/*.png`` (any of torchvision's image suffixes), and either
 ``DIR/val/<class>/...`` or a seeded, per-class split of the training images (``val_fraction``,
 at least one image of each class). ``DIR/<class>/...`` without ``train/`` is the training set
-too. Labels are the class folder names, sorted (torchvision's order).
+too (a ``val/`` beside the class folders is then the validation set, not a class). Labels are
+the class folder names, sorted (torchvision's order).
+
+Links (issue 35): the folders are walked by nagkit, not by torchvision's ``os.walk(followlinks=
+True)``, which loops forever on ``a/u -> ..``. The rule is *each real folder once, each real file
+once*. The root and every class folder are claimed first, so a link to a class folder, up to the
+root or into another class is a folder already seen and is not followed (it is listed in
+``skipped``); any other folder link is followed once, so a class may be gathered from elsewhere by
+links. A file is identified by its device and inode: the same image reached twice (a file link, a
+hard link, or the same file under train/ and val/) counts once, where it was first met (sorted
+order, train before val), and the others are listed in ``skipped``.
 
 Every image is decoded once up front (PIL), converted to the space's color (``RGB`` or ``L``)
 and kept in memory as a uint8 ``[C, H, W]`` tensor, so training never meets a bad file: an image
@@ -20,6 +30,7 @@ sizes (unless ``mixed_sizes``), a class too small to split, more than ``max_imag
 from __future__ import annotations
 
 import os
+import stat
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -33,6 +44,8 @@ from nagkit.errors import BadInputError
 MAX_IMAGES = 100_000
 MAX_PIXELS = 64_000_000  # per image: PIL's decompression-bomb guard, stricter
 MAX_BYTES = 2 << 30  # all decoded images together (they are kept in memory)
+# torchvision's ImageFolder suffixes (lower case; a file's suffix is compared in lower case)
+IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 _HINT = "lay the images out as DIR/train/<class>/*.png (and DIR/val/<class>/...), one folder per class"
 
 
@@ -83,21 +96,71 @@ def _decode(path: str, mode: str):
     return (t.unsqueeze(0) if t.ndim == 2 else t.permute(2, 0, 1).contiguous()), size
 
 
-def _scan(folder: Path, what: str) -> tuple[list[str], list[tuple[str, int]]]:
-    from torchvision.datasets import ImageFolder
-
+def _scan(folder: Path, what: str, seen_files: dict[tuple[int, int], str], skipped: list,
+          max_images: int, exclude: frozenset[str] = frozenset()) -> tuple[list[str], list[tuple[str, int]]]:
+    """The class names and (path, label) samples under ``folder``, walked by the link rules of
+    the module docstring: each real folder once, each real file once (``seen_files``, shared by
+    train and val), class folders claimed before any is walked."""
     if not folder.is_dir():
         raise BadInputError(f"image folder {str(folder)!r} does not exist or is not a folder", hint=_HINT)
     try:
-        ds = ImageFolder(str(folder), allow_empty=True)
-    except FileNotFoundError:
-        raise BadInputError(f"{what} folder {str(folder)!r} has no class folders (it is empty)", hint=_HINT) from None
-    if len(ds.classes) < 2:
-        raise BadInputError(f"{what} folder {str(folder)!r} has {len(ds.classes)} class ({', '.join(ds.classes)}); "
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError as e:
+        raise BadInputError(f"{what} folder {str(folder)!r} cannot be read: {e.strerror}", hint=_HINT) from None
+    class_dirs = [e for e in entries if e.is_dir(follow_symlinks=True) and not e.name.startswith(".")
+                  and e.name not in exclude]
+    if not class_dirs:
+        raise BadInputError(f"{what} folder {str(folder)!r} has no class folders (it is empty)", hint=_HINT)
+    classes = [e.name for e in class_dirs]
+    if len(classes) < 2:
+        raise BadInputError(f"{what} folder {str(folder)!r} has {len(classes)} class ({', '.join(classes)}); "
                             "fine-tuning a classifier needs at least 2", hint=_HINT)
-    if not ds.samples:
+    # Claim the root and every class folder first: a link into another class (or up to the root)
+    # is then a folder already seen, and never relabels or repeats its images.
+    seen_dirs = {_identity(folder)} | {_identity(Path(e.path)) for e in class_dirs}
+    samples: list[tuple[str, int]] = []
+    for label, cdir in enumerate(class_dirs):
+        stack = [Path(cdir.path)]
+        while stack:
+            d = stack.pop()
+            try:
+                subs = sorted(os.scandir(d), key=lambda e: e.name)
+            except OSError as e:
+                skipped.append((str(d), f"folder not readable: {e.strerror}"))
+                continue
+            deeper = []
+            for e in subs:
+                try:
+                    st = os.stat(e.path)  # follows a link: what it points to
+                except OSError:
+                    skipped.append((e.path, "broken link or unreadable entry"))
+                    continue
+                ident = (st.st_dev, st.st_ino)
+                if stat.S_ISDIR(st.st_mode):
+                    if ident in seen_dirs:
+                        if e.is_symlink():
+                            skipped.append((e.path, "link to a folder already read (not followed again)"))
+                        continue
+                    seen_dirs.add(ident)
+                    deeper.append(Path(e.path))
+                elif stat.S_ISREG(st.st_mode) and e.name.lower().endswith(IMG_EXTENSIONS):
+                    if ident in seen_files:
+                        skipped.append((e.path, f"the same file as {seen_files[ident]} (counted once)"))
+                        continue
+                    seen_files[ident] = e.path
+                    samples.append((e.path, label))
+                    if len(samples) > max_images:
+                        raise BadInputError(f"{what} folder {str(folder)!r} has more than {max_images} images; "
+                                            f"the limit is {max_images}", hint="fine-tune on a subset of the images")
+            stack.extend(reversed(deeper))
+    if not samples:
         raise BadInputError(f"{what} folder {str(folder)!r} has class folders but no images", hint=_HINT)
-    return list(ds.classes), list(ds.samples)
+    return classes, samples
+
+
+def _identity(p: Path) -> tuple[int, int]:
+    st = p.stat()
+    return st.st_dev, st.st_ino
 
 
 def _load(samples: list[tuple[str, int]], classes: list[str], mode: str, what: str, skipped: list, sizes: Counter,
@@ -157,11 +220,14 @@ def open_image_folder(root: str | os.PathLike, *, channels: int, val_fraction: f
         raise BadInputError(f"--data {str(root)!r} does not exist or is not a folder", hint=_HINT)
     train_dir = root / "train" if (root / "train").is_dir() else root
     mode = "RGB" if channels == 3 else "L"
-    classes, samples = _scan(train_dir, "the training")
     skipped: list[tuple[str, str]] = []
     sizes: Counter = Counter()
-    if (root / "val").is_dir():
-        val_classes, val_samples = _scan(root / "val", "the validation")
+    seen_files: dict[tuple[int, int], str] = {}
+    has_val = (root / "val").is_dir()
+    classes, samples = _scan(train_dir, "the training", seen_files, skipped, max_images,
+                             exclude=frozenset({"val"}) if has_val and train_dir == root else frozenset())
+    if has_val:
+        val_classes, val_samples = _scan(root / "val", "the validation", seen_files, skipped, max_images)
         if val_classes != classes:
             raise BadInputError(
                 f"label mismatch: {str(root / 'val')!r} has {len(val_classes)} classes "

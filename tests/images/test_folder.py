@@ -98,3 +98,35 @@ def test_bad_inputs(tmp_path):
     _folder(tmp_path / "tiny", classes=("a", "b"), n=1)
     _bad(tmp_path / "tiny", "needs at least 2 per class")
     _bad(tmp_path / "tiny", "between 0 and 1", val_fraction=1.5)
+
+
+def test_a_link_loop_is_walked_once_and_no_image_counts_twice(tmp_path):
+    """Issue 35, defect 2 (high): ``a/u1 -> ..`` and ``b/u2 -> ..`` made torchvision's walk loop
+    forever; ``a/loop -> .`` turned 8 images into 168. Each real folder and file is read once."""
+    _folder(tmp_path, classes=("a", "b"), n=4, split=None)
+    (tmp_path / "a" / "u1").symlink_to("..", target_is_directory=True)
+    (tmp_path / "b" / "u2").symlink_to("..", target_is_directory=True)
+    (tmp_path / "a" / "loop").symlink_to(".", target_is_directory=True)
+    (tmp_path / "a" / "into-b").symlink_to("../b", target_is_directory=True)  # never relabels b's images
+    (tmp_path / "b" / "again.png").symlink_to(tmp_path / "b" / "0.png")  # a file link: the same image
+    d = open_image_folder(tmp_path, channels=3, val_fraction=0.25, seed=0)
+    assert d.classes == ["a", "b"] and len(d.train) + len(d.val) == 8
+    assert sorted(np.concatenate([d.train.labels, d.val.labels]).tolist()) == [0] * 4 + [1] * 4
+    reasons = {p.rsplit("/", 1)[-1]: why for p, why in d.skipped}
+    assert set(reasons) == {"u1", "u2", "loop", "into-b", "again.png"}
+    assert "already read" in reasons["loop"] and "same file" in reasons["again.png"]
+
+
+def test_a_linked_folder_is_followed_once_and_train_val_never_share_a_file(tmp_path):
+    """A class gathered from elsewhere by a folder link is read (once, however many links point
+    at it); the same file under train/ and val/ is counted in train only."""
+    elsewhere = _folder(tmp_path / "elsewhere", classes=("x",), n=3, split=None) / "x"
+    _folder(tmp_path / "data", classes=("a", "b"), n=3)
+    _folder(tmp_path / "data", classes=("a", "b"), n=1, split="val", seed=5)
+    (tmp_path / "data" / "train" / "b" / "more").symlink_to(elsewhere, target_is_directory=True)
+    (tmp_path / "data" / "train" / "b" / "more-again").symlink_to(elsewhere, target_is_directory=True)
+    (tmp_path / "data" / "val" / "a" / "leak.png").symlink_to(tmp_path / "data" / "train" / "a" / "1.png")
+    d = open_image_folder(tmp_path / "data", channels=3)
+    assert np.bincount(d.train.labels).tolist() == [3, 6] and np.bincount(d.val.labels).tolist() == [1, 1]
+    assert [why for p, why in d.skipped if p.endswith("leak.png")] == [
+        f"the same file as {tmp_path / 'data' / 'train' / 'a' / '1.png'} (counted once)"]
