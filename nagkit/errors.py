@@ -141,17 +141,43 @@ def reject_unknown_keys(given: Iterable[str], valid: Iterable[str], where: str) 
         raise BadInputError(f"unknown key(s) {', '.join(parts)} in {where}; valid keys: {', '.join(valid)}")
 
 
+#: The seeds nagkit accepts everywhere (``--seed``, ``seed`` in nagkit.toml, the Python API's
+#: ``seed=``): 0..2**32-1. numpy's ``RandomState`` takes no more, and torch's ``manual_seed`` and
+#: ``default_rng`` take every seed derived from one in this range (``seed + 7``, hashes).
+SEED_MAX = 2**32 - 1
+
+
+def check_int(value: object, lo: int, hi: int, what: str, *, hint: str | None = None) -> int:
+    """``value`` when it is an int (not a bool) in ``lo..hi``; otherwise one
+    :class:`BadInputError` line naming ``what``, the value (shortened) and the range."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise BadInputError(f"{what} must be an integer in {lo}..{hi}, got {short_repr(value)}", hint=hint)
+    if not lo <= value <= hi:
+        raise BadInputError(f"{what} {short_repr(value)} is not in {lo}..{hi}", hint=hint)
+    return value
+
+
+def check_seed(value: object, what: str = "--seed", *, hint: str | None = None) -> int:
+    """A seed in 0..:data:`SEED_MAX` (the one seed range of nagkit), else one error line."""
+    return check_int(value, 0, SEED_MAX, what, hint=hint)
+
+
+def short_text(text: str, limit: int = 80) -> str:
+    """``text`` cut in the middle to about ``limit`` characters (``[...]`` marks the cut), for
+    echoing long user input (a path, a spec) without quotes."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 5, 8)
+    return text[: keep - keep // 3] + "[...]" + text[len(text) - keep // 3:]
+
+
 def short_repr(value: object, limit: int = 80) -> str:
     """``repr(value)`` cut to about ``limit`` characters, for echoing user input in messages.
 
     Bounded in time and memory for any input: nested containers are summarised a few levels
     and items deep (a YAML alias bomb shares one object a billion times), and integers too
     long for ``repr`` (over 4,300 digits) are described by their size instead."""
-    text = _SHORT_REPR.repr(value)
-    if len(text) > limit:
-        keep = max(limit - 5, 8)
-        text = text[: keep - keep // 3] + "[...]" + text[len(text) - keep // 3:]
-    return text
+    return short_text(_SHORT_REPR.repr(value), limit)
 
 
 class _ShortRepr(reprlib.Repr):

@@ -89,6 +89,128 @@ def check_out_path(path: str | os.PathLike, what: str = "--out") -> None:
             return
 
 
+# --------------------------------------------------------------------------- user paths
+
+#: Linux's limits: a path of at most PATH_MAX bytes, each name in it at most NAME_MAX bytes.
+MAX_PATH_BYTES = 4095
+MAX_NAME_BYTES = 255
+_SHOWN = 120  # a path echoed in a message is cut to about this many characters
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """A path as messages echo it: quoted, and cut in the middle when long (a 100 KB name is
+    never echoed whole)."""
+    from nagkit.errors import short_repr
+
+    return short_repr(os.fsdecode(path), _SHOWN)
+
+
+def path_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` cannot name a file on this system (a NUL, too long, a name in it over 255
+    bytes, text that is not UTF-8), or None. Checked before the path reaches the OS, whose
+    answer would be a raw ``OSError`` (``File name too long``)."""
+    text = os.fsdecode(path)
+    if "\x00" in text:
+        return "holds a NUL character"
+    try:
+        raw = text.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = os.fsencode(text)  # bytes that are not UTF-8 (surrogate-escaped): still a path
+    if len(raw) > MAX_PATH_BYTES:
+        return f"is {len(raw):,} bytes long; a path has at most {MAX_PATH_BYTES:,}"
+    longest = max(raw.split(b"/"), key=len)
+    if len(longest) > MAX_NAME_BYTES:
+        return f"has a name of {len(longest):,} bytes; a file or folder name has at most {MAX_NAME_BYTES}"
+    return None
+
+
+def check_path_text(path: str | os.PathLike, what: str, *, hint: str | None = None, error: type | None = None) -> Path:
+    """``Path(path)``, or one error line (``error``, default :class:`~nagkit.errors.BadInputError`)
+    naming ``what`` and a shortened ``path`` when :func:`path_problem` finds one."""
+    from nagkit.errors import BadInputError
+
+    if (problem := path_problem(path)) is not None:
+        raise (error or BadInputError)(f"{what} {shown_path(path)} {problem}", hint=hint)
+    return Path(path)
+
+
+def file_kind(mode: int) -> str:
+    """What a ``stat`` mode is, in words (for "is a FIFO (named pipe), not a regular file")."""
+    import stat
+
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def input_file(path: str | os.PathLike, what: str, *, hint: str | None = None, error: type | None = None,
+               label: str | None = None) -> Path:
+    """``path`` when it names a regular file (links followed); otherwise one error line (``error``,
+    default :class:`~nagkit.errors.BadInputError`) naming ``what``, the shortened path and what
+    it is instead: missing, a folder, a FIFO, a device, unreadable. The one check of every path a
+    user hands nagkit to read (a FIFO would hang the reader, ``/dev/zero`` never ends).
+    ``label`` replaces ``"<what> '<path>'"`` in the messages when the caller already names it."""
+    import stat
+
+    from nagkit.errors import BadInputError
+
+    err = error or BadInputError
+    if (problem := path_problem(path)) is not None:
+        raise err(f"{label or what + ' ' + shown_path(path)} {problem}", hint=hint)
+    p = Path(path)
+    name = label or f"{what} {shown_path(p)}"
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        broken = " (a link to nowhere)" if os.path.islink(p) else ""
+        raise err(f"{name} does not exist{broken}", hint=hint) from None
+    except OSError as e:
+        raise err(f"{name} cannot be read: {e.strerror or e}", hint=hint) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise err(f"{name} {_not_regular(st.st_mode)}", hint=hint)
+    return p
+
+
+def _not_regular(mode: int) -> str:
+    kind = file_kind(mode)
+    return f"is {kind}" if kind.startswith("not ") else f"is {kind}, not a regular file"
+
+
+def read_input_file(path: str | os.PathLike, what: str, *, max_bytes: int, hint: str | None = None,
+                    error: type | None = None, label: str | None = None) -> bytes:
+    """The bytes of a user's file, read through :func:`input_file`'s checks and capped: a file
+    over ``max_bytes`` is refused from its size before a byte is read. The file is opened
+    without blocking and checked again once open (a FIFO swapped in meanwhile is refused, not
+    waited on)."""
+    import stat
+
+    from nagkit.errors import BadInputError
+
+    err = error or BadInputError
+    p = input_file(path, what, hint=hint, error=err, label=label)
+    name = label or f"{what} {shown_path(p)}"
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise err(f"{name} cannot be read: {e.strerror or e}", hint=hint) from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise err(f"{name} {_not_regular(st.st_mode)}", hint=hint)
+        if st.st_size > max_bytes:
+            raise err(f"{name} is {st.st_size:,} bytes; nagkit reads at most {max_bytes:,}", hint=hint)
+        try:
+            data = f.read(max_bytes + 1)
+        except OSError as e:
+            raise err(f"{name} cannot be read: {e.strerror or e}", hint=hint) from None
+    if len(data) > max_bytes:  # grew while being read
+        raise err(f"{name} is over {max_bytes:,} bytes; nagkit reads at most {max_bytes:,}", hint=hint)
+    return data
+
+
 class exclusive_lock:
     """An exclusive ``flock`` on ``path`` (a folder, or a file created if missing) for one
     writer. ``wait_s`` = 0 refuses at once when another process holds it; otherwise it waits up
@@ -166,19 +288,11 @@ def load_yaml_file(path: str | os.PathLike, *, what: str | None = None, hint: st
                    max_bytes: int = YAML_MAX_BYTES, max_depth: int = YAML_MAX_DEPTH,
                    max_aliases: int = YAML_MAX_ALIASES, max_values: int = YAML_MAX_VALUES) -> Any:
     """The YAML document in ``path``, read with :func:`load_yaml_bytes`'s caps. ``what`` names
-    the file in messages (default: ``YAML file '<path>'``). A missing file raises
-    ``FileNotFoundError`` (the CLI maps it to exit 2); a folder or an oversized file,
-    :class:`~nagkit.errors.ArtifactError`."""
-    p = Path(path)
-    what = what or f"YAML file {str(p)!r}"
-    if p.is_dir():
-        raise ArtifactError(f"{what} is a folder, not a file", hint=hint)
-    with open(p, "rb") as f:
-        data = f.read(max_bytes + 1)
-        if len(data) > max_bytes:
-            size = os.fstat(f.fileno()).st_size
-            raise ArtifactError(f"{what} is {size:,} bytes; nagkit reads YAML files of at most {max_bytes:,} bytes",
-                                hint=hint)
+    the file in messages (default: ``YAML file '<path>'``). A missing file, a folder, a FIFO or
+    device, or an oversized file is one :class:`~nagkit.errors.ArtifactError` line
+    (:func:`read_input_file`)."""
+    what = what or f"YAML file {shown_path(path)}"
+    data = read_input_file(path, "YAML file", max_bytes=max_bytes, hint=hint, error=ArtifactError, label=what)
     return load_yaml_bytes(data, what=what, hint=hint, max_bytes=max_bytes, max_depth=max_depth,
                            max_aliases=max_aliases, max_values=max_values)
 

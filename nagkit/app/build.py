@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nagkit.app.build_inputs import check_counts as _check_counts
 from nagkit.app.build_inputs import finetune_data as _finetune_data
 from nagkit.app.build_inputs import has_fmnist_data as _has_fmnist_data
 from nagkit.app.build_inputs import load_weights as _load_weights
@@ -54,9 +55,9 @@ class BuildOptions:
     budget); ``formats``: ``tflite``, ``onnx`` or both, comma-separated; ``out``: the bundle
     folder (default ``nagkit-bundle-<B>ms``); ``weights``/``random_init``: other supernet
     weights, or none; ``finetune``: epochs, on ``data`` (an ImageFolder: the head is replaced for
-    its classes) or, without it, on the workspace's Fashion-MNIST (an OFA workspace needs
-    ``data``), trained on ``device_train`` (:mod:`nagkit.app.finetune`); ``samples``: generator samples per budget (default:
-    the workspace's); ``accuracy``: when to ask the workspace's accuracy source for the exported
+    its classes) or, without it, on the workspace's Fashion-MNIST (an OFA workspace needs ``data``), trained on
+    ``device_train``; ``samples``: generator samples per budget (default: the workspace's); ``accuracy``: when to
+    ask the workspace's accuracy source for the exported
     arch's accuracy: ``always``, ``never``, or ``auto`` = unless the source is expensive (a
     supernet evaluated on this machine: ~30 s per arch on a 2-core CPU) and has no cached value;
     unless ``never``, a workspace trained on Fashion-MNIST also runs the exported model on its
@@ -85,14 +86,15 @@ class BuildOptions:
         parse_export(self.formats)  # an unknown format or precision fails before any work
         if not 0 <= self.max_int8_drop <= 100:
             raise BadInputError(f"--max-int8-drop must be between 0 and 100 points, got {self.max_int8_drop}")
-        if self.max_tries < 1:
-            raise BadInputError(f"--max-tries must be at least 1, got {self.max_tries}")
+        _check_counts(self)
         if self.accuracy not in ACCURACY_MODES:
             raise BadInputError(f"--accuracy {self.accuracy!r} is not valid; valid: {', '.join(ACCURACY_MODES)}")
         if self.mixed_sizes and self.data is None:
             raise BadInputError("--mixed-sizes is only read with --data", hint="add --finetune EPOCHS --data DIR")
         if self.data is not None and not self.finetune:
-            raise BadInputError("--data is only read when fine-tuning", hint="add --finetune EPOCHS")
+            raise BadInputError("--data is only read with --finetune: the images to fine-tune on (an int8 export "
+                                "then calibrates on them too); without --finetune an int8 export calibrates on the "
+                                "workspace's own images", hint="add --finetune EPOCHS, or drop --data")
         if self.quantize_after and parse_export(self.formats)[1] not in ("int8", "fp16"):
             raise BadInputError("--quantize-after goes with an int8 or fp16 export",
                                 hint="add --export tflite-int8 (or onnx-int8, or tflite-fp16)")
@@ -109,8 +111,7 @@ class BuildOptions:
         from nagkit.app.finetune import FinetuneOptions
 
         return FinetuneOptions(epochs=self.finetune, data=self.data, device_train=self.device_train,
-                               val_fraction=self.val_fraction, seed=self.seed,
-                               mixed_sizes=self.mixed_sizes)
+                               val_fraction=self.val_fraction, seed=self.seed, mixed_sizes=self.mixed_sizes)
 
 
 @dataclass

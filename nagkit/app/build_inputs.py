@@ -8,10 +8,22 @@ import logging
 from pathlib import Path
 
 from nagkit.data.accuracy import AccuracySource
-from nagkit.errors import BadInputError
+from nagkit.errors import BadInputError, check_int, check_seed
 from nagkit.latency.predictor import LatencyPredictor
+from nagkit.nag.config import MAX_EPOCHS, MAX_SAMPLES
 
 log = logging.getLogger(__name__)
+
+
+def check_counts(opts) -> None:
+    """A build's counts in their ranges, the same for the CLI and the API (issue 35): --samples
+    1..MAX_SAMPLES (as ``[inference] samples``), --seed 0..SEED_MAX, --finetune 0..MAX_EPOCHS
+    epochs, --max-tries 1..1000."""
+    if opts.samples is not None:
+        check_int(opts.samples, 1, MAX_SAMPLES, "--samples")
+    check_seed(opts.seed)
+    check_int(opts.finetune, 0, MAX_EPOCHS, "--finetune (epochs)")
+    check_int(opts.max_tries, 1, 1000, "--max-tries")
 
 
 def predict(table: LatencyPredictor, space, arch) -> tuple[float, float]:

@@ -26,7 +26,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from nagkit.errors import BadInputError, DeviceError
+from nagkit.errors import BadInputError, DeviceError, check_int, check_seed
+from nagkit.nag.config import MAX_EPOCHS
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +52,8 @@ class FinetuneOptions:
     augment: bool = True
 
     def check(self) -> None:
-        if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 1:
-            raise BadInputError(f"--finetune needs a number of epochs >= 1, got {self.epochs!r}")
+        check_int(self.epochs, 1, MAX_EPOCHS, "epochs (--epochs, build's --finetune)")
+        check_seed(self.seed)
         if not 0 < self.lr < 10:
             raise BadInputError(f"--lr must be in (0, 10), got {self.lr}")
         if not 1 < self.batch_size <= 4096:

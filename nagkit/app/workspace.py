@@ -43,17 +43,19 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from nagkit.errors import ArtifactError, BadInputError, did_you_mean, reject_unknown_keys, short_repr
+from nagkit.errors import ArtifactError, BadInputError, check_seed, did_you_mean, reject_unknown_keys, short_repr
+from nagkit.io import check_path_text, shown_path
 from nagkit.nag.config import (BudgetConfig, EvaluatorConfig, FrontierConfig, GeneratorConfig, InferenceConfig,
                                config_from_dict)
 from nagkit.app.workspace_config import (_ARTIFACT_KEYS, _DATASET_KEYS, _check_types, _default_artifact,
                                          _inline_space, _read_toml)
+from nagkit.app.workspace_files import (CONFIG_NAME, check_init_target, copy_workspace, dest_folder, set_key,
+                                        set_resolutions)
 from nagkit.resources import ROOT as RESOURCES_DIR
 from nagkit.resources import WORKSPACES as PRESETS_DIR
 from nagkit.resources import is_shipped
@@ -61,7 +63,6 @@ from nagkit.space.space import SearchSpace
 
 log = logging.getLogger(__name__)
 
-CONFIG_NAME = "nagkit.toml"
 DEFAULT_PRESET = "fmnist"  # the embedded default workspace (used when no --workspace and no ./nagkit.toml)
 HOME_ENV = "NAGKIT_HOME"
 
@@ -99,16 +100,15 @@ class Workspace:
     def resolve_input(self, text: str, what: str = "file") -> Path:
         """An existing input path: absolute, or relative to the workspace, the package's shipped
         data (:mod:`nagkit.resources`) or the current folder."""
-        p = Path(text).expanduser()
+        hint = f"fix the path in {self.root / CONFIG_NAME}"
+        p = check_path_text(text, f"workspace {short_repr(self.name)}: {what}", hint=hint).expanduser()
         tried = [p] if p.is_absolute() else [self.root / p, RESOURCES_DIR / p, Path.cwd() / p]
         for c in tried:
-            if c.exists():
+            if check_path_text(c, f"workspace {short_repr(self.name)}: {what}", hint=hint).exists():
                 return c.resolve()
         raise BadInputError(
-            f"workspace {self.name!r}: {what} {text!r} not found; looked in "
-            + ", ".join(str(t) for t in tried),
-            hint=f"fix the path in {self.root / CONFIG_NAME}",
-        )
+            f"workspace {short_repr(self.name)}: {what} {shown_path(text)} not found; looked in "
+            + ", ".join(shown_path(t) for t in tried), hint=hint)
 
     def artifact_path(self, kind: str) -> Path:
         if kind not in _ARTIFACT_KEYS:
@@ -258,11 +258,11 @@ def load_workspace(name_or_path: str | Path | Workspace | None) -> Workspace:
     if isinstance(name_or_path, Workspace):
         return name_or_path
     if name_or_path is None:
-        if (Path.cwd() / CONFIG_NAME).is_file():
+        if os.path.lexists(Path.cwd() / CONFIG_NAME):  # a FIFO there is refused, not passed over
             return _load_file(Path.cwd() / CONFIG_NAME)
         name_or_path = DEFAULT_PRESET  # the embedded default workspace (or the user's copy of it)
     text = str(name_or_path)
-    p = Path(text).expanduser()
+    p = check_path_text(text, "workspace", hint="give a workspace name or folder").expanduser()
     if p.is_file():
         return _load_file(p)
     if p.is_dir() and (p / CONFIG_NAME).is_file():
@@ -270,17 +270,22 @@ def load_workspace(name_or_path: str | Path | Workspace | None) -> Workspace:
     named = find_named(text)
     if named is not None:
         return _load_file(named)
+    if os.path.lexists(p) and not p.is_dir() or os.path.lexists(p / CONFIG_NAME):
+        from nagkit.io import input_file  # a FIFO, a device, a broken link: not read, said what it is
+
+        input_file(p if not p.is_dir() else p / CONFIG_NAME, "workspace config")
     if p.is_dir():
-        raise BadInputError(f"folder {text!r} is not a workspace (no {CONFIG_NAME} in it)",
-                            hint=f"make one there: `nagkit init {text} --from {DEFAULT_PRESET}`")
+        raise BadInputError(f"folder {shown_path(text)} is not a workspace (no {CONFIG_NAME} in it)",
+                            hint=f"make one there: `nagkit init {shown_path(text)} --from {DEFAULT_PRESET}`")
     names = sorted(set(list_presets()) | set(list_user_workspaces()))
-    msg = f"workspace {text!r} is neither a folder nor a workspace name"
+    msg = f"workspace {shown_path(text)} is neither a folder nor a workspace name"
     if dym := did_you_mean(text, names, n=2, cutoff=0.5):
         msg += f"; {dym}"
     msg += f" Presets: {', '.join(list_presets()) or '(none)'}"
     if list_user_workspaces():
         msg += f"; yours ({user_workspaces_dir()}): {', '.join(list_user_workspaces())}"
-    raise BadInputError(msg, hint=f"use one of them, or create one: `nagkit init {text} --from {DEFAULT_PRESET}`")
+    raise BadInputError(msg, hint=f"use one of them, or create one: `nagkit init {shown_path(text)} --from "
+                                  f"{DEFAULT_PRESET}`")
 
 
 def init_workspace(dest: str | Path | None, *, source: str | Path | Workspace | None = None,
@@ -288,34 +293,46 @@ def init_workspace(dest: str | Path | None, *, source: str | Path | Workspace | 
                    force: bool = False) -> Workspace:
     """A new user workspace: a copy of ``source`` (a preset or any workspace; default the
     default preset) at ``dest`` (a folder path, or a name under :func:`user_workspaces_dir`;
-    default: the source's name). ``latency_table`` re-targets the copy to another table: the
-    copied dataset/evaluator/generator/archive belong to the old table and are left out;
-    ``resolutions`` narrows the space to those a table covers."""
+    default: the source's name). ``latency_table`` re-targets the copy to another table (read
+    and checked now: a table of another space, or not a table, is refused): the copied
+    dataset/evaluator/generator/archive belong to the old table and are left out;
+    ``resolutions`` narrows the space to those a table covers. Nothing is written when any
+    check fails (:mod:`nagkit.app.workspace_files`)."""
     src = load_workspace(source)
     src_ref = src.ref  # before the copy exists (a copy of the same name would take the name)
-    target = _dest_folder(dest if dest is not None else src.root.name)
+    target = dest_folder(dest if dest is not None else src.root.name, user_workspaces_dir())
     if (target / CONFIG_NAME).exists() and not force:
         raise BadInputError(f"{target} already holds a workspace",
                             hint=f"use it (`--workspace {target}`), pick another name, or pass --force to replace it")
-    _check_init_target(target)
+    check_init_target(target)
     text = (src.root / CONFIG_NAME).read_text(encoding="utf-8")
     skip = set()
     if latency_table is not None:
-        table = Path(latency_table).expanduser().resolve()
-        if not table.is_file():
-            raise BadInputError(f"latency table {str(latency_table)!r} does not exist",
-                                hint="make one with `nagkit profile --device D`")
-        text = _set_key(text, "latency_table", str(table))
+        table = _checked_table(latency_table, src)
+        text = set_key(text, "latency_table", str(table))
         skip = {src.artifact_path(k).resolve() for k in _ARTIFACT_KEYS} | {
             src.artifact_path(k).with_suffix(".json").resolve() for k in ("evaluator", "generator")}
     if resolutions is not None:
-        text = _set_resolutions(text, src.space.name, sorted(int(r) for r in resolutions))
+        text = set_resolutions(text, src.space.name, sorted(int(r) for r in resolutions))
     header = f"# copied_from: {src_ref} ({src.root})" + ("" if latency_table is None else
                                                           f", re-targeted to {latency_table}")
-    _copy_tree(src.root, target, skip, force)
-    text = _set_key(_set_key(text, "name", target.name), "copied_from", src_ref)
-    (target / CONFIG_NAME).write_text(header + "\n" + text, encoding="utf-8")
+    text = set_key(set_key(text, "name", target.name), "copied_from", src_ref)
+    copy_workspace(src.root, target, skip, force, " ".join(header.splitlines()) + "\n" + text, check=_load_file)
     return _load_file(target / CONFIG_NAME)
+
+
+def _checked_table(latency_table: str | Path, src: Workspace) -> Path:
+    """The table ``nagkit init --latency-table`` re-targets to, read and checked (a regular file
+    under the table cap, valid, of the source's space) before anything is written."""
+    from nagkit.latency.table import LatencyTable
+
+    table = LatencyTable.load(Path(latency_table).expanduser())
+    if table.space_name != src.space.name:
+        raise BadInputError(f"latency table {shown_path(latency_table)} is for space {table.space_name!r}, but workspace "
+                            f"{src.name!r} uses {src.space.name!r}",
+                            hint=f"profile this device for that space: `nagkit profile --device D --space "
+                                 f"{src.space.name}`")
+    return Path(latency_table).expanduser().resolve()
 
 
 def writable_workspace(ws: Workspace, what: str) -> Workspace:
@@ -331,97 +348,6 @@ def writable_workspace(ws: Workspace, what: str) -> Workspace:
         log.warning("workspace %s is shipped with nagkit and never modified: %s writes to your copy %s "
                     "(made now; `--workspace %s` finds it from now on)", ws.name, what, dest, ws.root.name)
     return copy
-
-
-def _check_init_target(target: Path) -> None:
-    """Refuse (exit 2, with or without --force) a destination that is not a workspace and not an
-    empty folder: ``--force`` replaces a workspace nagkit wrote, never a user's files (issue 35)."""
-    if target.is_symlink() or (target.exists() and not target.is_dir()):
-        raise BadInputError(f"{str(target)!r} exists and is not a folder; a workspace is a folder",
-                            hint="pick another destination")
-    if not target.is_dir() or (target / CONFIG_NAME).is_file():
-        return
-    try:
-        names = sorted(p.name for p in target.iterdir())
-    except OSError as e:
-        raise BadInputError(f"{str(target)!r} cannot be read: {e.strerror}", hint="pick another destination") from None
-    if names:
-        shown = ", ".join(repr(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
-        raise BadInputError(f"{str(target)!r} is a folder with {len(names)} entr{'y' if len(names) == 1 else 'ies'} "
-                            f"({shown}) and no {CONFIG_NAME}: not a workspace, so nagkit does not write into it "
-                            "or replace it (not even with --force)",
-                            hint="pick a new folder or name, e.g. `nagkit init my-workspace`")
-
-
-def _dest_folder(dest: str | Path) -> Path:
-    text = str(dest)
-    if "/" in text or os.sep in text or text in (".", ".."):
-        return Path(text).expanduser().resolve()
-    if not text or text.startswith("."):
-        raise BadInputError(f"bad workspace name {text!r}", hint="use letters, digits, '-', '_', '.', '@'")
-    return user_workspaces_dir() / text
-
-
-def _copy_tree(src: Path, dest: Path, skip: set[Path], force: bool) -> None:
-    """Copy ``src`` to ``dest`` (files in ``skip`` left out) through a temporary folder, so a
-    failure leaves no half-made workspace; when another process made ``dest`` meanwhile (ranks
-    under torchrun), its copy is kept."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.part")
-    shutil.rmtree(tmp, ignore_errors=True)
-
-    def ignore(folder: str, names: list[str]) -> list[str]:
-        return [n for n in names if (Path(folder) / n).resolve() in skip or n.endswith((".lock", ".part"))]
-
-    try:
-        shutil.copytree(src, tmp, ignore=ignore)
-        for f in tmp.rglob("*"):  # the package's files may be read-only; the copy is the user's
-            f.chmod(f.stat().st_mode | 0o200)
-        if dest.exists() and force:
-            shutil.rmtree(dest)
-        try:
-            os.replace(tmp, dest)
-        except OSError:
-            if not (dest / CONFIG_NAME).is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _set_resolutions(text: str, space_name: str, resolutions: list[int]) -> str:
-    """``text`` (a nagkit.toml) with the space narrowed to ``resolutions``."""
-    import json
-    import re
-
-    line = f"resolutions = {json.dumps(resolutions)}"
-    sec = re.search(r"^\[space\]\s*$", text, re.M)
-    if sec is None:  # space = "NAME": becomes a [space] table on that preset
-        text = re.sub(r"^space\s*=.*$\n?", "", text, count=1, flags=re.M)
-        return text.rstrip("\n") + f"\n\n[space]\npreset = {json.dumps(space_name)}\n{line}\n"
-    nxt = re.search(r"^\[", text[sec.end():], re.M)
-    end = sec.end() + nxt.start() if nxt else len(text)
-    body = text[sec.end():end]
-    if re.search(r"^resolutions\s*=", body, re.M):
-        body = re.sub(r"^resolutions\s*=.*$", line, body, count=1, flags=re.M)
-    else:
-        body = "\n" + line + body
-    return text[:sec.end()] + body + text[end:]
-
-
-def _set_key(text: str, key: str, value: str) -> str:
-    """``text`` (a nagkit.toml) with the top-level ``key = value`` set (replaced or added first)."""
-    import json
-    import re
-
-    line = f"{key} = {json.dumps(value)}"
-    pat = re.compile(rf"^{re.escape(key)}\s*=.*$", re.M)
-    first_table = re.search(r"^\[", text, re.M)
-    head = text[:first_table.start()] if first_table else text
-    if pat.search(head):
-        return pat.sub(lambda _m: line, head, count=1) + text[len(head):]
-    m = re.search(r"^name\s*=.*$", head, re.M)
-    at = m.end() + 1 if m else 0
-    return text[:at] + line + "\n" + text[at:]
 
 
 def _check_keys(d: dict[str, Any], valid: tuple[str, ...], where: str) -> None:
@@ -467,9 +393,7 @@ def _load_file(path: Path) -> Workspace:
     _check_keys(arts, _ARTIFACT_KEYS, f"{where} [artifacts]")
     ds = cfg.get("dataset", {})
     _check_keys(ds, _DATASET_KEYS, f"{where} [dataset]")
-    seed = cfg.get("seed", 0)
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise BadInputError(f"{where}: 'seed' must be an integer, got {short_repr(seed)}")
+    seed = check_seed(cfg.get("seed", 0), f"{where}: 'seed'", hint=f"fix `seed` in {where}")
     return Workspace(
         root=path.parent,
         name=str(cfg.get("name", path.parent.name)),

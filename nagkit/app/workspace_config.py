@@ -8,7 +8,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from nagkit.errors import BadInputError, short_repr
+from nagkit.errors import SEED_MAX, BadInputError, short_repr
+from nagkit.nag.config import DATASET_N_MAX
 from nagkit.space.space import SearchSpace
 
 _ARTIFACT_KEYS = ("dataset", "evaluator", "generator", "archive")
@@ -20,26 +21,35 @@ def _default_artifact(kind: str) -> str:
             "archive": "archive.jsonl"}[kind]
 
 
+#: The largest nagkit.toml read (the shipped ones are under 4 KB); checked before parsing.
+MAX_TOML_BYTES = 1 << 20
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
-    """The parsed ``nagkit.toml``; a file that is not UTF-8 or not TOML is one line naming it."""
+    """The parsed ``nagkit.toml`` (a regular file of at most :data:`MAX_TOML_BYTES`); a file that
+    is not UTF-8 or not TOML is one line naming it."""
+    from nagkit.io import read_input_file, shown_path
+
+    raw = read_input_file(path, "workspace config", max_bytes=MAX_TOML_BYTES)
+    name = f"workspace config {shown_path(path)}"
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise BadInputError(f"workspace config {str(path)!r} is not UTF-8 text (byte {e.start} is "
+        raise BadInputError(f"{name} is not UTF-8 text (byte {e.start} is "
                             f"{e.object[e.start:e.start + 1]!r})", hint="save it as UTF-8") from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise BadInputError(f"workspace config {str(path)!r} is not valid TOML: {e}") from None
+        raise BadInputError(f"{name} is not valid TOML: {e}") from None
     except ValueError:  # tomllib's int() of a number of over 4,300 digits
-        raise BadInputError(f"workspace config {str(path)!r} holds a number too long to be real") from None
+        raise BadInputError(f"{name} holds a number too long to be real") from None
     except RecursionError:
-        raise BadInputError(f"workspace config {str(path)!r} nests too deeply to be a workspace") from None
+        raise BadInputError(f"{name} nests too deeply to be a workspace") from None
 
 
 _TABLE_KEYS = ("artifacts", "accuracy_options", "budgets", "dataset", "evaluator", "generator", "frontier",
                "inference")
-_DATASET_N_MAX = 100_000_000
+_DATASET_N_MAX = DATASET_N_MAX
 
 
 def _check_types(cfg: dict[str, Any], where: str) -> None:
@@ -58,7 +68,7 @@ def _check_types(cfg: dict[str, Any], where: str) -> None:
                                 hint=f"e.g. {k} = {_default_artifact(k)!r}" if k in _ARTIFACT_KEYS else None)
     for k, v in cfg.get("dataset", {}).items():
         lo = 1 if k == "n" else 0
-        hi = _DATASET_N_MAX if k == "n" else 2**63 - 1
+        hi = _DATASET_N_MAX if k == "n" else SEED_MAX
         if k in _DATASET_KEYS and not (isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi):
             raise BadInputError(f"{where} [dataset]: {k!r} must be an integer in {lo}..{hi}, got {short_repr(v)}",
                                 hint=f"fix [dataset] {k} in {where}")

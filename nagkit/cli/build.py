@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from nagkit.cli.options import FINITE, emit, json_option, verbosity_option
+from nagkit.cli.options import FINITE, BoundedInt, emit, json_option, samples_flag, seed_flag, verbosity_option
+from nagkit.nag.config import MAX_EPOCHS
 
 
 @click.command("check")
@@ -53,8 +54,9 @@ def check(target: str, device_spec: str | None, budget: float | None, runs: int 
                    "adb:HOST:PORT, or a profile.")
 @click.option("--export", "formats", default="tflite", show_default=True,
               help="tflite, onnx or tflite,onnx (fp32); tflite-int8 (or onnx-int8): full-integer static quantization, "
-                   "calibrated on the workspace's images (or --data), judged by accuracy against fp32; tflite-fp16: "
-                   "float16 weights, float32 compute (needs an fp16 table, or --quantize-after).")
+                   "calibrated on the workspace's images (with --finetune N --data DIR: on DIR's), judged by accuracy "
+                   "against fp32; tflite-fp16: float16 weights, float32 compute (needs an fp16 table, or "
+                   "--quantize-after).")
 @click.option("--max-int8-drop", type=FINITE, default=1.0, show_default=True, metavar="POINTS",
               help="With --export tflite-int8: fail (exit 1) when int8 loses more top-1 accuracy than this.")
 @click.option("--quantize-after", is_flag=True,
@@ -65,17 +67,19 @@ def check(target: str, device_spec: str | None, budget: float | None, runs: int 
 @click.option("--force", is_flag=True, help="Replace an existing bundle folder.")
 @click.option("--weights", default=None, help="Supernet checkpoint (an OFA .pth is imported on the fly).")
 @click.option("--random-init", is_flag=True, help="Random weights: a latency-only bundle (said in the manifest).")
-@click.option("--finetune", type=int, default=0,
-              help="Fine-tune the subnet for N epochs: on --data, or on the workspace's Fashion-MNIST.")
+@click.option("--finetune", type=BoundedInt(0, MAX_EPOCHS), default=0, metavar="EPOCHS",
+              help=f"Fine-tune the subnet for N epochs (0..{MAX_EPOCHS:,}): on --data, or on the workspace's "
+                   "Fashion-MNIST.")
 @click.option("--data", default=None, metavar="DIR",
-              help="With --finetune: an ImageFolder of your classes (DIR/train/<class>/*.png, DIR/val/...); "
-                   "the classifier is replaced for them.")
+              help="Only with --finetune: an ImageFolder of your classes (DIR/train/<class>/*.png, DIR/val/...) to "
+                   "fine-tune on; the classifier is replaced for them, and an int8 export calibrates on them too.")
 @click.option("--mixed-sizes", is_flag=True,
               help="Accept images of several sizes in --data (each resized by the space's transform).")
 @click.option("--device-train", default="cpu", show_default=True, help="Fine-tune on cpu, cuda or cuda:N.")
-@click.option("--max-tries", type=int, default=3, show_default=True, help="Candidates to try on the device.")
-@click.option("--samples", type=int, default=None, help="Generator samples per budget.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--max-tries", type=BoundedInt(1, 1000), default=3, show_default=True,
+              help="Candidates to try on the device (1..1000).")
+@samples_flag("Generator samples per budget (default: the workspace's).")
+@seed_flag()
 @click.option("--accuracy", "accuracy_mode", type=click.Choice(["auto", "always", "never"]), default="auto",
               show_default=True, help="Ask the accuracy source for the exported arch's accuracy (auto: unless the "
                                       "source is a supernet evaluated here without a cached value, ~30 s on a CPU). "

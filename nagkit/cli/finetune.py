@@ -7,14 +7,16 @@ from typing import Any
 
 import click
 
-from nagkit.cli.options import emit, json_option, seed_option, verbosity_option, workspace_option
+from nagkit.cli.options import BoundedInt, emit, json_option, seed_option, verbosity_option, workspace_option
+from nagkit.nag.config import MAX_EPOCHS
 
 
 @click.command("finetune")
 @click.argument("bundle", required=False, metavar="[BUNDLE]")
 @click.option("--data", required=True, metavar="DIR",
               help="ImageFolder: DIR/train/<class>/*.png and DIR/val/<class>/... (or a seeded split of train).")
-@click.option("--epochs", type=int, required=True, help="Epochs of fine-tuning (1-2 are enough for a small folder).")
+@click.option("--epochs", type=BoundedInt(1, MAX_EPOCHS), required=True,
+              help=f"Epochs of fine-tuning, 1..{MAX_EPOCHS:,} (1-2 are enough for a small folder).")
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="The new bundle folder (+ .zip beside it).")
 @click.option("--arch", "arch_text", default=None, metavar="ARCH",
               help="Instead of a BUNDLE: a canonical arch string, OFA's dict as JSON, or @FILE.")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
-from nagkit.cli.options import FINITE, POSITIVE, emit, json_option, log, verbosity_option, workspace_option
+from nagkit.cli.options import (FINITE, POSITIVE, BoundedInt, emit, json_option, log, samples_flag, seed_flag,
+                                verbosity_option, workspace_option)
+from nagkit.nag.config import DATASET_N_MAX
 
 
 def _parse_budgets(values: tuple[str, ...]) -> list[float]:
@@ -29,8 +31,9 @@ def _parse_budgets(values: tuple[str, ...]) -> list[float]:
 
 @click.command()
 @workspace_option
-@click.option("--n", "n", type=int, default=None, help="Number of architectures (default: the workspace's dataset.n).")
-@click.option("--seed", type=int, default=None, help="Sampling seed (default: the workspace's).")
+@click.option("--n", "n", type=BoundedInt(1, DATASET_N_MAX), default=None,
+              help=f"Number of architectures, 1..{DATASET_N_MAX:,} (default: the workspace's dataset.n).")
+@seed_flag(default=None, help="Sampling seed (default: the workspace's)")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Output JSONL (default: the workspace's dataset artifact). An existing partial file is resumed.")
 @json_option
@@ -98,15 +101,14 @@ def train(workspace, dataset_path, as_json):
 @click.command()
 @workspace_option
 @click.option("--budget", "-b", "budgets", multiple=True, required=True, help="Latency budget in ms (repeatable).")
-@click.option("--samples", type=click.IntRange(min=1), default=None,
-              help="Generator samples per budget (default: the workspace's).")
+@samples_flag()
 @click.option("--search-queries", "search_queries", type=click.IntRange(min=0), default=None,
               help="Also run the accuracy-guided local search, at most N accuracy-source queries per budget "
                    "(default 0: zero-query generation).")
 @click.option("--no-accuracy", "no_accuracy", is_flag=True,
               help="Do not query the accuracy source to display the chosen arch's accuracy.")
 @click.option("--top", type=click.IntRange(min=1), default=5, show_default=True, help="Candidates listed per budget.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
+@seed_flag(help="Sampling seed")
 @json_option
 @verbosity_option
 def generate(workspace, budgets, samples, search_queries, no_accuracy, top, seed, as_json):
@@ -152,7 +154,7 @@ def generate(workspace, budgets, samples, search_queries, no_accuracy, top, seed
 @click.option("--steps", type=int, default=None, help="Stop after N ask/tell steps (default: the method's schedule).")
 @click.option("--time-limit", type=POSITIVE, default=None, help="Stop after S seconds.")
 @click.option("--patience", type=int, default=None, help="Stop after N steps without improvement.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@seed_flag()
 @json_option
 @verbosity_option
 def search(workspace, budget, method, queries, steps, time_limit, patience, seed, as_json):
@@ -200,7 +202,8 @@ def search(workspace, budget, method, queries, steps, time_limit, patience, seed
               help="Comma-separated methods.")
 @click.option("--queries", type=int, default=None,
               help="Accuracy-source queries per budget for the baselines (default: each method's full schedule).")
-@click.option("--seeds", type=int, default=1, show_default=True, help="Independent runs per baseline (mean reported).")
+@click.option("--seeds", type=BoundedInt(1, 1000), default=1, show_default=True,
+              help="Independent runs per baseline, 1..1000 (mean reported).")
 @click.option("--search-queries", "search_queries", type=click.IntRange(min=0), default=None,
               help="NAG: also run the accuracy-guided search, at most N queries per budget (default 0).")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False), default=None,

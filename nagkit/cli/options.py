@@ -70,8 +70,33 @@ class BoundedInt(click.ParamType):
         return v
 
 
+def _seed_max() -> int:
+    from nagkit.errors import SEED_MAX
+
+    return SEED_MAX
+
+
+#: Every ``--seed`` (and ``--calibrate-seed``, ``--exclude-seed``): the one seed range, 0..2**32-1
+#: (``nagkit.errors.SEED_MAX``), as in nagkit.toml and the Python API (issue 35).
+SEED = BoundedInt(0, _seed_max())
+
+
+def seed_flag(*names: str, default: int | None = 0, help: str = "Random seed.") -> Callable:
+    """A seed option (``--seed`` unless ``names`` say otherwise) of type :data:`SEED`; its help
+    states the range."""
+    return click.option(*(names or ("--seed",)), type=SEED, default=default, show_default=default is not None,
+                        help=f"{help} (0..{_seed_max()})")
+
+
+def samples_flag(help: str = "Generator samples per budget (default: the workspace's).") -> Callable:
+    """``--samples N``: 1..``nag.config.MAX_SAMPLES``, as ``[inference] samples`` in nagkit.toml."""
+    from nagkit.nag.config import MAX_SAMPLES
+
+    return click.option("--samples", type=BoundedInt(1, MAX_SAMPLES), default=None, help=f"{help} (1..{MAX_SAMPLES:,})")
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
-seed_option = click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+seed_option = seed_flag()
 space_option = click.option(
     "--space", "space_name", default="ofa-mbv3-w1.0", show_default=True,
     help="Search space name (see `nagkit space show`).",

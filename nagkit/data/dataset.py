@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from nagkit.errors import ArtifactError, BadInputError
-from nagkit.io import check_out_path
+from nagkit.errors import ArtifactError, BadInputError, check_seed
+from nagkit.io import check_out_path, input_file
 from nagkit.space.arch import Arch
 from nagkit.space.sampling import sample
 from nagkit.space.space import SearchSpace
@@ -66,6 +66,7 @@ def collect(path: str | Path, *, space: SearchSpace, table, source, n: int, seed
     """Collect ``n`` samples into ``path`` (resuming a matching partial file)."""
     if n <= 0:
         raise BadInputError(f"--n must be positive, got {n}")
+    check_seed(seed)
     path = Path(path)
     check_out_path(path)  # --out below an existing file: refused before any work (issue 13 D5)
     header = make_header(space, table_prov, source.provenance(), seed)
@@ -98,6 +99,8 @@ def collect(path: str | Path, *, space: SearchSpace, table, source, n: int, seed
 
 def _prepare(path: Path, header: dict[str, Any]) -> int:
     """Write the header of a new file, or validate a partial one; returns rows already done."""
+    if os.path.lexists(path):
+        input_file(path, "dataset", hint="choose another --out")  # a FIFO or a folder: refused, not read
     if not path.exists() or path.stat().st_size == 0:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
@@ -134,10 +137,8 @@ def _prepare(path: Path, header: dict[str, Any]) -> int:
 
 
 def load_dataset(path: str | Path, *, space: SearchSpace | None = None) -> ArchDataset:
-    path = Path(path)
-    if not path.is_file():
-        raise ArtifactError(f"dataset {str(path)!r} does not exist",
-                            hint="collect one with `nagkit dataset --workspace W --n 16000`")
+    path = input_file(path, "dataset", error=ArtifactError,
+                      hint="collect one with `nagkit dataset --workspace W --n 16000`")
     lines = path.read_text(encoding="utf-8").splitlines()
     if not lines:
         raise ArtifactError(f"dataset {str(path)!r} is empty", hint="collect it again with `nagkit dataset`")
@@ -169,8 +170,9 @@ def load_dataset(path: str | Path, *, space: SearchSpace | None = None) -> ArchD
 
 def rows_done(path: str | Path) -> int:
     path = Path(path)
-    if not path.exists():
+    if not os.path.lexists(path):
         return 0
+    input_file(path, "dataset", hint="choose another --out")
     return max(0, len(path.read_bytes().splitlines()) - 1)
 
 

@@ -151,15 +151,12 @@ class LatencyTable:
 
     @classmethod
     def load(cls, path: str | Path) -> LatencyTable:
+        from nagkit.io import read_input_file
+
         path = Path(path)
-        if path.is_dir():
-            raise ArtifactError(f"latency table {str(path)!r} is a folder, not a JSON file")
-        if not path.exists():
-            raise ArtifactError(f"latency table {str(path)!r} does not exist",
-                                hint="profile one with `nagkit profile --device D --space S --out T.json` "
-                                     "or import OFA's with `nagkit lut import-ofa DIR --out T.json`")
-        with open(path, "rb") as f:
-            raw = f.read(MAX_TABLE_BYTES + 1)
+        raw = read_input_file(path, "latency table", max_bytes=MAX_TABLE_BYTES, error=ArtifactError,
+                              hint="profile one with `nagkit profile --device D --space S --out T.json` "
+                                   "or import OFA's with `nagkit lut import-ofa DIR --out T.json`")
         return cls.from_bytes(raw, path=path)
 
     @classmethod

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from nagkit.errors import BadInputError, reject_unknown_keys
+from nagkit.errors import SEED_MAX, BadInputError, reject_unknown_keys
 
 C = TypeVar("C")
 
@@ -137,8 +137,16 @@ class InferenceConfig:
     search: SearchConfig = field(default_factory=SearchConfig)
 
 
+#: The most generator samples per budget (``[inference] samples``, ``--samples``, ``samples=``): 100,000
+#: took 81 s and 2.2 GB on the 2-core reference CPU; 10 million ran out of memory (issue 35).
+MAX_SAMPLES = 100_000
+#: The most architectures a dataset holds: ``[dataset] n`` and ``nagkit dataset --n``.
+DATASET_N_MAX = 100_000_000
+#: The most epochs of any training loop (``[evaluator] epochs``, ``finetune --epochs``, ``build --finetune``).
+MAX_EPOCHS = 100_000
+
 _RANGES: dict[str, tuple[float, float]] = {  # inclusive bounds of numeric fields, by name
-    "k": (2, 1000), "embed_dim": (1, 4096), "hidden": (1, 65536), "epochs": (0, 100_000), "min_steps": (0, 10_000_000),
+    "k": (2, 1000), "embed_dim": (1, 4096), "hidden": (1, 65536), "epochs": (0, MAX_EPOCHS), "min_steps": (0, 10_000_000),
     "batch_size": (1, 1 << 20), "lr": (1e-9, 10.0), "rl_lr": (1e-9, 10.0), "weight_decay": (0.0, 1.0),
     "feasible_share": (0.0, 1.0), "pairwise_budgets": (1, 1000), "holdout": (0.0, 0.5),
     "token_dim": (1, 4096), "imitation_steps": (0, 10_000_000), "imitation_batch": (1, 1 << 20),
@@ -147,10 +155,10 @@ _RANGES: dict[str, tuple[float, float]] = {  # inclusive bounds of numeric field
     "reward_coef": (-100.0, 100.0), "queries": (-1, 100_000_000), "parents": (1, 100_000),
     "children": (1, 1_000_000), "screen": (1, 1000), "max_changes": (1, 100), "res_step": (-1000, 1000),
     "repair": (0, 1000), "crossover": (0.0, 1.0), "window": (0.0, 1.0), "rounds": (0, 100_000),
-    "total_queries": (0, 1_000_000_000), "budgets": (1, 10_000), "samples": (1, 1_000_000),
+    "total_queries": (0, 1_000_000_000), "budgets": (1, 10_000), "samples": (1, MAX_SAMPLES),
     "temperature": (1e-3, 100.0), "refine_rounds": (0, 1000), "refine_budgets": (1, 100_000),
     "refine_samples": (1, 100_000), "refine_top": (1, 1000), "refine_epochs": (0, 100_000),
-    "refine_imitation": (0, 10_000_000), "min_ms": (0.0, 1e9), "max_ms": (0.0, 1e9),
+    "refine_imitation": (0, 10_000_000), "min_ms": (0.0, 1e9), "max_ms": (0.0, 1e9), "seed": (0, SEED_MAX),
 }
 _CHOICES = {"loss": ("pointwise", "pairwise"), "reward": ("dominance", "mnasnet", "tunas")}
 
@@ -192,13 +200,18 @@ def _check_value(t: Any, v: Any, name: str) -> Any:
             raise BadInputError(f"{name} must be a finite number, got {v}")
         lo, hi = _RANGES.get(name.rsplit(".", 1)[-1], (-math.inf, math.inf))
         if not lo <= v <= hi:
-            raise BadInputError(f"{name} = {_short(v)} is out of range [{lo:g}, {hi:g}]")
+            raise BadInputError(f"{name} = {_short(v)} is out of range [{_bound(lo)}, {_bound(hi)}]")
     return v
 
 
+def _bound(x: float) -> str:
+    return str(x) if isinstance(x, int) else f"{x:g}"
+
+
 def _short(v: Any) -> str:
-    s = repr(v)
-    return s if len(s) <= 60 else s[:57] + "..."
+    from nagkit.errors import short_repr
+
+    return short_repr(v, 60)
 
 
 def config_to_dict(cfg: Any) -> dict[str, Any]:

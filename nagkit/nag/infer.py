@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from nagkit.errors import BadInputError
+from nagkit.errors import BadInputError, check_int, check_seed
 from nagkit.latency.slots import SlotLatency
 from nagkit.nag.budgets import BudgetBelowRangeError, check_budget  # noqa: F401 - re-exported
-from nagkit.nag.config import InferenceConfig, flush_denormals, torch_threads
+from nagkit.nag.config import MAX_SAMPLES, InferenceConfig, flush_denormals, torch_threads
 from nagkit.nag.generator import sample_archs
 from nagkit.nag.guided import GuidedSearch, run_guided
 from nagkit.space.arch import Arch
@@ -146,7 +146,8 @@ class NagModel:
         """Ranked candidates per budget (best first); see the module doc."""
         lo, hi = self.range_ms
         checked = [check_budget(b, lo, hi) for b in budgets]  # all checked before any work
-        n = samples or self.inference.samples
+        n = self.inference.samples if samples is None else check_int(samples, 1, MAX_SAMPLES, "samples (--samples)")
+        check_seed(seed, "seed (--seed)")
         sq = self.inference.search.queries if search_queries is None else int(search_queries)
         if sq < 0:
             raise BadInputError(f"--search-queries must be >= 0, got {sq}")
