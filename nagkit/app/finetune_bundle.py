@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from nagkit.errors import BadInputError
+from nagkit.io import input_file
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +87,7 @@ def resolve_source(*, bundle: str | None, arch: str | None, space: str | None, w
     path = Path(weights) if weights else (ws.supernet_path() if ws is not None else None)
     if path is None:
         raise BadInputError("no weights: pass --weights CKPT (e.g. OFA's ofa_mbv3_d234_e346_k357_w1.0.pth)")
-    if not path.is_file():
-        raise BadInputError(f"--weights {str(path)!r} does not exist")
+    path = input_file(path, "--weights", hint="pass a supernet checkpoint (.pth)")
     return Source(sp, sp.parse_arch(arch), path, sha256_file(path), origin=f"arch {sp.parse_arch(arch)}")
 
 

@@ -62,13 +62,21 @@ def space_from_arg(text: str):
     from nagkit.space import SearchSpace, get_space
 
     if text.endswith(".json"):
-        p = Path(text)
-        if not p.is_file():
-            raise BadInputError(f"space file {text!r} does not exist", hint="list named spaces with `nagkit space show`")
+        from nagkit.io import read_input_file, shown_path
+
+        raw = read_input_file(text, "space file", max_bytes=1 << 20, hint="list named spaces with `nagkit space show`")
         try:
-            return SearchSpace.from_dict(json.loads(p.read_text()))
-        except json.JSONDecodeError as e:
-            raise BadInputError(f"space file {text!r} is not valid JSON: {e}") from None
+            obj = json.loads(raw.decode("utf-8"))
+        except (ValueError, RecursionError) as e:
+            raise BadInputError(f"space file {shown_path(text)} is not valid JSON: {str(e)[:160]}") from None
+        if not isinstance(obj, dict) or "name" not in obj:
+            raise BadInputError(f"space file {shown_path(text)} must hold a JSON object with a space's fields, "
+                                "its name among them", hint="see `nagkit space show NAME --json` for one")
+        from nagkit.space.spec_check import spec_field_problem
+
+        if (problem := spec_field_problem(obj)) is not None:
+            raise BadInputError(f"space file {shown_path(text)}: {problem}")
+        return SearchSpace.from_dict(obj)
     return get_space(text)
 
 

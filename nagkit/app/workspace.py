@@ -157,7 +157,10 @@ class Workspace:
             return MacsLatencyTable()
         from nagkit.latency.table import LatencyTable
 
-        table = LatencyTable.load(self.resolve_input(spec, "latency table"))
+        from nagkit.io import input_file
+
+        hint = f"fix `latency_table` in {self.root / CONFIG_NAME}"
+        table = LatencyTable.load(input_file(self.resolve_input(spec, "latency table"), "latency table", hint=hint))
         if table.space_name != self.space.name:
             raise ArtifactError(
                 f"latency table {spec!r} is for space {table.space_name!r}, but workspace {self.name!r} "

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from nagkit.cli.options import FINITE, POSITIVE, device_option, emit, json_option, seed_option, space_option, verbosity_option
+from nagkit.cli.options import (FINITE, POSITIVE, BoundedInt, device_option, emit, json_option, seed_flag, seed_option,
+                                space_option, verbosity_option)
 
 lut_option = click.option("--lut", "lut_path", required=True, type=click.Path(dir_okay=False),
                           help="Latency table (JSON).")
@@ -280,7 +281,7 @@ _DEFAULT_COUNT = "default"  # nagkit.app.profile.DEFAULT_COUNT (not imported: th
                    "networks suffice for them). Adopted only if it beats the raw block sum on held-out networks. "
                    "On this machine's CPU every block gets one more pass after the networks' conversions and one "
                    "after their passes, so that its passes span the whole profile.")
-@click.option("--calibrate-seed", type=int, default=1, show_default=True, help="Seed of the calibration archs.")
+@seed_flag("--calibrate-seed", default=1, help="Seed of the calibration archs")
 @click.option("--precision", default="fp32", show_default=True, metavar="fp32|int8|fp16",
               help="What the blocks (and calibration networks) are timed as: int8 quantizes each one as "
                    "`--export tflite-int8`/`onnx-int8` does, fp16 (tflite devices) stores its weights float16 as "
@@ -368,22 +369,21 @@ shrinkage_option = click.option("--shrinkage", type=POSITIVE, default=None,
 @lut.command("calibrate")
 @lut_option
 @device_option
-@click.option("--samples", "n", type=click.IntRange(min=1), default=None,
-              help="Random whole networks to measure and fit on (default: 80, or what a --group-by scheme "
+@click.option("--samples", "n", type=BoundedInt(1, 100_000), default=None,
+              help="Random whole networks to measure and fit on, 1..100,000 (default: 80, or what a --group-by scheme "
                    "needs when more; fewer than a scheme needs is refused, "
                    "or with --group-by auto the finer schemes are left out).")
 @click.option("--resolutions", "res_text", default=None, help="Resolutions to sample (default: the table's).")
-@click.option("--exclude-seed", type=int, default=None,
-              help="Leave out the networks `nagkit lut validate --seed S` measures (up to 1000 samples), "
-                   "so calibration and validation sets are disjoint.")
+@seed_flag("--exclude-seed", default=None,
+           help="Leave out the networks `nagkit lut validate --seed S` measures (up to 1000 samples), "
+                "so calibration and validation sets are disjoint")
 @click.option("--refit", is_flag=True,
               help="Measure nothing: refit from the networks the table's calibration lists.")
 @click.option("--out", "out", default=None, type=click.Path(dir_okay=False),
               help="Write the calibrated table here (default: update --lut in place, atomically).")
 @group_by_option
 @shrinkage_option
-@click.option("--seed", type=int, default=1, show_default=True,
-              help="Seed of the calibration archs (validate's default is 0: different networks).")
+@seed_flag(default=1, help="Seed of the calibration archs (validate's default is 0: different networks)")
 @cache_option
 @jobs_option
 @progress_option
@@ -435,7 +435,8 @@ def _warn_fidelity(rec: dict | None) -> None:
 @lut.command("validate")
 @lut_option
 @device_option
-@click.option("--samples", "n", type=int, default=20, show_default=True, help="Random whole networks to measure.")
+@click.option("--samples", "n", type=BoundedInt(1, 100_000), default=20, show_default=True,
+              help="Random whole networks to measure (1..100,000).")
 @click.option("--resolutions", "res_text", default=None, help="Resolutions to sample (default: the table's).")
 @click.option("--plot", "plot", default=None, type=click.Path(dir_okay=False), help="Write a scatter plot (PNG).")
 @click.option("--min-within-5", type=FINITE, default=None,

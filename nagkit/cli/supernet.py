@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from nagkit.cli.options import POSITIVE, BoundedInt, emit, json_option, log, verbosity_option, workspace_option
+from nagkit.cli.options import (POSITIVE, BoundedInt, emit, json_option, log, seed_flag, verbosity_option,
+                                workspace_option)
 from nagkit.runtimes.threads import MAX_THREADS
 
 
@@ -54,7 +55,7 @@ def _device(name: str | None, gpus: int | None) -> tuple[str, int]:
               help="Epochs per phase, e.g. full=12,kernel=6,depth=4,expand=4.")
 @click.option("--batch-size", type=int, default=256, show_default=True, help="Images per step per process.")
 @click.option("--subnets", type=int, default=None, help="Subnets per step in depth/expand phases (OFA: 2-4).")
-@click.option("--seed", type=int, default=None, help="Default: the workspace's seed.")
+@seed_flag(default=None, help="Default: the workspace's seed")
 @click.option("--n-val", type=int, default=5000, show_default=True, help="Validation images split off train.")
 @click.option("--max-steps", type=int, default=None, help="Stop (resumably) after this many steps in total.")
 @click.option("--max-minutes", type=POSITIVE, default=None, help="Stop (resumably) after this much wall time.")

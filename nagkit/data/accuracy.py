@@ -118,12 +118,11 @@ class OfaPredictorSource(BaseAccuracySource):
         super().__init__(space, spec)
         import torch
 
-        self.path = Path(path)
-        if not self.path.is_file():
-            raise CheckpointError(
-                f"OFA accuracy predictor {str(self.path)!r} does not exist",
-                hint="point the workspace's `accuracy` at OFA's acc_predictor.pth (shipped: ofa/acc_predictor.pth)",
-            )
+        from nagkit.io import input_file
+
+        self.path = input_file(path, "OFA accuracy predictor", error=CheckpointError,
+                               hint="point the workspace's `accuracy` at OFA's acc_predictor.pth (shipped: "
+                                    "ofa/acc_predictor.pth)")
         try:
             sd = torch.load(self.path, map_location="cpu", weights_only=True)
         except Exception as e:  # noqa: BLE001 - any unreadable file is a bad checkpoint
@@ -263,9 +262,10 @@ def _open_supernet(space, spec, path, options):
     ``nagkit.data.supernet_acc.make_evaluate_fn(ckpt: Path, space, options) -> callable``."""
     from nagkit.data.supernet_acc import make_evaluate_fn
 
-    if not Path(path).is_file():
-        raise CheckpointError(f"supernet checkpoint {str(path)!r} does not exist",
-                              hint="train one with `nagkit supernet train` or fix the workspace's `accuracy`")
+    from nagkit.io import input_file
+
+    input_file(path, "supernet checkpoint", error=CheckpointError,
+               hint="train one with `nagkit supernet train` or fix the workspace's `accuracy`")
     fn = make_evaluate_fn(Path(path), space, dict(options))
     prov = {"path": str(path), "sha256": file_sha256(path), "options": dict(options), **fn.provenance()}
     return CallableAccuracySource(space, spec, fn, name="supernet", provenance=prov, expensive=True,

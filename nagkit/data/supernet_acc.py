@@ -153,7 +153,7 @@ class SupernetEvaluator:
         self._cache_path = None
         if self.opts["cache"]:  # relative to the checkpoint's folder
             self._cache_path = Path(self.ckpt).parent / Path(self.opts["cache"]).expanduser()
-        if self._cache_path is not None and self._cache_path.is_file():
+        if self._cache_path is not None and os.path.lexists(self._cache_path):
             self._cache = read_results(self._cache_path, self._key_fields())
 
     def _key_fields(self) -> dict[str, Any]:
@@ -271,8 +271,17 @@ def make_evaluate_fn(ckpt: Path, space: SearchSpace, options: dict[str, Any]) ->
 
 
 # -- durable per-arch results -------------------------------------------------------------------
+def _check_cache_file(path: Path) -> None:
+    """A results file that exists must be a regular file (a FIFO would hang its reader)."""
+    if os.path.lexists(path):
+        from nagkit.io import input_file
+
+        input_file(path, "supernet accuracy cache", hint="fix `cache` in the workspace's [accuracy_options]")
+
+
 def append_results(path: Path, results: dict[str, float], key: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    _check_cache_file(path)
     if path.exists() and path.stat().st_size:
         raw = path.read_bytes()
         if not raw.endswith(b"\n"):  # cut the torn last line of an interrupted run
@@ -291,6 +300,7 @@ def read_results(path: Path, key: dict[str, Any] | None = None) -> dict[str, flo
     """Rows of a results file (a torn last line is ignored); refuses a file for other settings."""
     from nagkit.errors import ArtifactError
 
+    _check_cache_file(path)
     lines = path.read_text(encoding="utf-8").splitlines()
     if not lines:
         return {}

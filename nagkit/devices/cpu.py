@@ -31,7 +31,8 @@ from nagkit.devices.base import LatencyStats, MeasureConfig
 from nagkit.devices.cpuinfo import cpu_id
 from nagkit.devices.measure import LoopResult, stats_from_loop, validate_config
 from nagkit.devices.spec import DeviceSpec, format_cores, parse_cpu_spec
-from nagkit.errors import BadInputError, DeviceError
+from nagkit.errors import BadInputError, DeviceError, short_repr, short_text
+from nagkit.io import input_file
 from nagkit.runtimes import versions
 from nagkit.runtimes.threads import thread_env
 
@@ -252,8 +253,10 @@ class CpuDevice:
             allowed = sorted(os.sched_getaffinity(0))
             bad = [c for c in self.cores if c not in allowed]
             if bad:
-                raise BadInputError(f"cores {bad} in {self.spec!r} are not available here; this process may use cores "
-                                    f"{format_cores(allowed)}", hint="pick cores from that list, e.g. cpu:cores=0")
+                raise BadInputError(f"cores {short_text(format_cores(bad), 60)} ({len(bad)} of them) in "
+                                    f"{short_repr(self.spec, 80)} are not available here; this process may use cores "
+                                    f"{short_text(format_cores(allowed), 200)}",
+                                    hint=f"pick cores from that list, e.g. cpu:cores={allowed[0]}")
         self._worker: _Worker | None = None
         self._runtime_reply: dict[str, Any] | None = None
         self._lock = threading.Lock()
@@ -355,10 +358,7 @@ class CpuDevice:
 
     def _model_file(self, model: Any, input_shape: Sequence[int] | None) -> tuple[Path, str]:
         if isinstance(model, (str, os.PathLike)):
-            path = Path(model)
-            if not path.is_file():
-                raise BadInputError(f"model file {str(path)!r} does not exist",
-                                    hint="export it first, e.g. `nagkit export`")
+            path = input_file(model, "model file", hint="export it first, e.g. `nagkit export`")
             ok = SUFFIXES[self.runtime]
             if path.suffix.lower() not in ok:
                 other = {".tflite": "litert", ".onnx": "onnxruntime"}.get(path.suffix.lower())

@@ -191,9 +191,9 @@ class CudaDevice:
     def _load(self, model: Any):
         torch = self._torch
         if isinstance(model, (str, os.PathLike)):
-            path = Path(model)
-            if not path.is_file():
-                raise BadInputError(f"model file {str(path)!r} does not exist")
+            from nagkit.io import input_file
+
+            path = input_file(model, "model file", hint="export it first, e.g. `nagkit export`")
             try:
                 import warnings
 

@@ -34,9 +34,9 @@ from nagkit.export.manifest import (MODEL_FILES, RANDOM_INIT_NOTE, SCHEMA_ID, du
                                     make_manifest)
 from nagkit.export.readme import readme_text
 from nagkit.export.schema import validate_manifest
-from nagkit.export.zipfiles import (MAX_MANIFEST_BYTES, MAX_README_BYTES, bundle_top, checked_entries, extract_entry,
-                                    open_zip, read_entry, safe_extract, write_zip)
-from nagkit.io import check_out_path, current_umask, exclusive_lock
+from nagkit.export.zipfiles import (MAX_MANIFEST_BYTES, MAX_MODEL_BYTES, MAX_README_BYTES, bundle_top, check_listing,
+                                    checked_entries, extract_entry, open_zip, read_entry, safe_extract, write_zip)
+from nagkit.io import check_out_path, current_umask, exclusive_lock, input_file, read_input_file
 
 __all__ = ["MODEL_FILES", "RANDOM_INIT_NOTE", "SCHEMA_ID", "Bundle", "check_bundle_target", "check_files",
            "check_model_shapes", "dumps_manifest", "make_manifest", "parse_manifest", "read_bundle", "readme_text",
@@ -292,13 +292,10 @@ def _read_zip(path: Path, dest: Path) -> dict[str, Any]:
         top = bundle_top(entries, path)
         data = read_entry(zf, entries[top + "manifest.json"], MAX_MANIFEST_BYTES, path)
         manifest = parse_manifest(data, f"manifest of bundle {str(path)!r}")
+        check_listing(entries, top, {n: int(e["size_bytes"]) for n, e in manifest["files"].items()}, path)
         (dest / "manifest.json").write_bytes(data)
         for name, entry in manifest["files"].items():
-            info = entries.get(top + name)
-            if info is None or info.is_dir():
-                raise ArtifactError(f"bundle {str(path)!r} lists {name} but the zip does not hold it",
-                                    hint="rebuild or re-download the bundle")
-            extract_entry(zf, info, dest / name, int(entry["size_bytes"]), path)
+            extract_entry(zf, entries[top + name], dest / name, int(entry["size_bytes"]), path)
         if top + "README.md" in entries:
             (dest / "README.md").write_bytes(read_entry(zf, entries[top + "README.md"], MAX_README_BYTES, path))
     return manifest
@@ -312,13 +309,15 @@ def read_bundle(path: str | os.PathLike, *, verify: bool = True) -> Bundle:
     if path.is_dir():
         root = path
         mpath = root / "manifest.json"
-        if not mpath.is_file():
+        if not os.path.lexists(mpath):
             raise ArtifactError(f"bundle {str(path)!r} has no manifest.json")
-        if mpath.stat().st_size > MAX_MANIFEST_BYTES:
-            raise ArtifactError(f"manifest.json of bundle {str(path)!r} is {mpath.stat().st_size} bytes; "
-                                f"a manifest has at most {MAX_MANIFEST_BYTES}")
-        manifest = parse_manifest(mpath.read_bytes(), f"manifest of bundle {str(path)!r}")
-    elif path.is_file() and zipfile.is_zipfile(path):
+        data = read_input_file(mpath, "manifest", max_bytes=MAX_MANIFEST_BYTES, error=ArtifactError)
+        manifest = parse_manifest(data, f"manifest of bundle {str(path)!r}")
+    else:  # missing, a FIFO, a device: one line saying what it is, never read
+        input_file(path, "bundle", hint="build one with `nagkit build` or `nagkit export --bundle`")
+        if not zipfile.is_zipfile(path):
+            raise ArtifactError(f"{str(path)!r} is neither a bundle folder nor a zip file",
+                                hint="pass the folder or .zip written by `nagkit build` / `nagkit export --bundle`")
         tmp = tempfile.TemporaryDirectory(prefix="nagkit-bundle-")
         root = Path(tmp.name)
         try:
@@ -326,12 +325,6 @@ def read_bundle(path: str | os.PathLike, *, verify: bool = True) -> Bundle:
         except BaseException:
             tmp.cleanup()
             raise
-    elif path.is_file():
-        raise ArtifactError(f"{str(path)!r} is neither a bundle folder nor a zip file",
-                            hint="pass the folder or .zip written by `nagkit build` / `nagkit export --bundle`")
-    else:
-        raise BadInputError(f"bundle {str(path)!r} does not exist",
-                            hint="build one with `nagkit build` or `nagkit export --bundle`")
     try:
         if verify:
             check_files(root, manifest, str(path))
@@ -348,8 +341,12 @@ def check_files(root: Path, manifest: Mapping[str, Any], where: str) -> None:
 
     for name, entry in manifest["files"].items():
         fp = root / name
-        if not fp.is_file():
+        if not os.path.lexists(fp):
             raise ArtifactError(f"bundle {where!r} lists {name} but the file is missing")
+        input_file(fp, name, error=ArtifactError, label=f"{name} in bundle {where!r}")
+        if entry["size_bytes"] > MAX_MODEL_BYTES:
+            raise ArtifactError(f"bundle {where!r}: its manifest lists {name} at {entry['size_bytes']:,} bytes; a "
+                                f"model file has at most {MAX_MODEL_BYTES:,} (TFLite's and ONNX's limit)")
         size = fp.stat().st_size
         if size != entry["size_bytes"]:
             raise ArtifactError(f"{name} in bundle {where!r} is {size} bytes; the manifest says {entry['size_bytes']}",

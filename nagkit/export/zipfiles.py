@@ -4,7 +4,11 @@
 paths, ``..``, backslashes, symlinks or devices, duplicates, or a file and a folder of the same
 name), ``manifest.json`` is read into memory (at most :data:`MAX_MANIFEST_BYTES`), and only the
 files the manifest lists are extracted, each refused when it would exceed the size the manifest
-gives it. A zip whose data is corrupt (bad CRC, truncated, only an end record) is refused with
+gives it. Before anything is extracted (:func:`check_listing`), the zip must hold nothing the
+manifest does not list (besides ``manifest.json``, ``README.md`` and its top folder), and each
+listed entry's declared size must be the manifest's ``size_bytes``, at most
+:data:`MAX_MODEL_BYTES`: a zip bomb is refused from its directory, not after writing and hashing
+gigabytes (issue 35). A zip whose data is corrupt (bad CRC, truncated, only an end record) is refused with
 an :class:`ArtifactError` (exit 2), never a Python traceback. :func:`safe_extract` extracts a
 whole zip under the same name checks.
 """
@@ -25,6 +29,9 @@ MAX_ZIP_ENTRIES = 64
 MAX_ZIP_BYTES = 4 << 30
 MAX_MANIFEST_BYTES = 1 << 20
 MAX_README_BYTES = 1 << 20
+#: The largest model file a bundle may hold: a TFLite flatbuffer and an ONNX protobuf (without
+#: external data) cannot be larger.
+MAX_MODEL_BYTES = (2 << 30) - 1
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError, RuntimeError)
 _HINT = "this zip was not written by nagkit, or it is damaged; rebuild or re-download the bundle"
@@ -116,6 +123,29 @@ def read_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, zip_path:
         raise ArtifactError(f"zip {str(zip_path)!r}: {info.filename[:80]!r} holds more than {limit} bytes",
                             hint=_HINT)
     return data
+
+
+def check_listing(entries: dict[str, zipfile.ZipInfo], top: str, files: dict[str, int], zip_path: Path) -> None:
+    """Refuse a bundle zip, from its directory alone, that holds an entry its manifest does not
+    list (``files``: name -> ``size_bytes``; ``manifest.json``, ``README.md`` and the top folder
+    are a bundle's own), or whose listed entry is missing, a folder, declared at another size
+    than listed, or over :data:`MAX_MODEL_BYTES`."""
+    where = f"bundle zip {str(zip_path)[:200]!r}"
+    known = {top + "manifest.json", top + "README.md", *(top + n for n in files)}
+    for key, info in entries.items():
+        if key not in known and not (info.is_dir() and key + "/" == top):
+            raise ArtifactError(f"{where} holds {key[:80]!r}, which its manifest does not list; a bundle zip holds "
+                                "only manifest.json, README.md and the files the manifest lists", hint=_HINT)
+    for name, size in files.items():
+        info = entries.get(top + name)
+        if info is None or info.is_dir():
+            raise ArtifactError(f"{where} lists {name[:80]!r} but the zip does not hold it", hint=_HINT)
+        if size > MAX_MODEL_BYTES:
+            raise ArtifactError(f"{where}: its manifest lists {name[:80]!r} at {size:,} bytes; a model file has at "
+                                f"most {MAX_MODEL_BYTES:,} (TFLite's and ONNX's limit)", hint=_HINT)
+        if info.file_size != size:
+            raise ArtifactError(f"{where}: {name[:80]!r} is declared {info.file_size:,} bytes in the zip, but its "
+                                f"manifest says {size:,}", hint=_HINT)
 
 
 def extract_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, limit: int, zip_path: Path) -> None:

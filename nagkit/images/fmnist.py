@@ -39,6 +39,7 @@ N_CLASSES = 10
 IMAGE_HW = 28
 INSTALL_HINT = ("install Debian's package (sudo apt-get install dataset-fashion-mnist, or `make setup`), "
                 "or pass --data-dir with the four IDX files")
+MAX_IDX_BYTES = 1 << 30  # Fashion-MNIST's largest file is 47 MB unpacked
 # IDX element types: code -> (numpy dtype, size in bytes).
 _IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
@@ -64,11 +65,9 @@ def find_idx(folder: Path, stem: str) -> Path:
 
 
 def _read_bytes(path: Path) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        raise ArtifactError(f"cannot read IDX file {str(path)!r}: {e}", hint=INSTALL_HINT) from None
+    from nagkit.io import read_input_file
+
+    raw = read_input_file(path, "IDX file", max_bytes=MAX_IDX_BYTES, error=ArtifactError, hint=INSTALL_HINT)
     if raw[:2] == b"\x1f\x8b":
         try:
             return gzip.decompress(raw)

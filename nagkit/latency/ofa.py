@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from nagkit.errors import ArtifactError, BadInputError, short_repr
-from nagkit.io import load_yaml_bytes
+from nagkit.io import load_yaml_bytes, read_input_file
 from nagkit.latency.keys import block_key, scoped
 from nagkit.latency.table import LatencyTable
 from nagkit.space.space import LayerSpec, SearchSpace
@@ -85,8 +85,7 @@ def import_ofa(directory: str | Path, space: SearchSpace, *, device: dict[str, A
     entries: dict[str, dict[str, Any]] = {}
     digests: dict[str, str] = {}
     for r, p in files:
-        with open(p, "rb") as f:
-            raw = f.read(MAX_OFA_FILE_BYTES + 1)
+        raw = read_input_file(p, "OFA table", max_bytes=MAX_OFA_FILE_BYTES, error=ArtifactError)
         digests[p.name] = hashlib.sha256(raw).hexdigest()
         data = load_yaml_bytes(raw, what=f"OFA table {str(p)!r}", max_bytes=MAX_OFA_FILE_BYTES)
         if not isinstance(data, dict) or not data:

@@ -26,6 +26,7 @@ after the calibration networks' conversions and one after their passes (decision
 from __future__ import annotations
 
 import logging
+import os
 import platform
 import sys
 import time
@@ -156,6 +157,10 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
 
 
 def _open_journal(jpath: Path, ident, space, resume: bool, force: bool, command) -> Journal:
+    if os.path.lexists(jpath):  # a FIFO or a folder where the journal goes: refused, never read
+        from nagkit.io import input_file
+
+        input_file(jpath, "profile journal", hint="choose another --out")
     if jpath.exists() and b"\n" not in jpath.read_bytes():
         log.warning("journal %s has no complete line (killed while starting); starting over", jpath)
         jpath.unlink()

@@ -22,6 +22,7 @@ expensive source unless its cache has the value).
 from __future__ import annotations
 
 import hashlib
+import os
 import math
 import time
 from collections.abc import Sequence
@@ -117,7 +118,10 @@ class NagModel:
         ev, _ = load_model(paths["evaluator"], "evaluator", space)
         gen, gen_meta = load_model(paths["generator"], "generator", space)
         archive, header = None, None
-        if paths.get("archive") is not None and paths["archive"].is_file():
+        if paths.get("archive") is not None and os.path.lexists(paths["archive"]):
+            from nagkit.io import input_file
+
+            input_file(paths["archive"], "archive", hint="retrain with `nagkit train --workspace W`")
             with open(paths["archive"], encoding="utf-8") as f:
                 try:
                     header = json.loads(f.readline())

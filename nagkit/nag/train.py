@@ -263,14 +263,15 @@ def check_pair(evaluator_path: Path, generator_meta: dict, archive_header: dict 
 
 def load_model(path: str | Path, kind: str, space: SearchSpace | None = None):
     """Rebuild an ``evaluator`` or ``generator`` from ``X.pt`` + ``X.json``."""
+    from nagkit.io import input_file, read_input_file
+
     path = Path(path)
     jp = _json_path(path)
-    if not path.is_file() or not jp.is_file():
-        missing = path if not path.is_file() else jp
-        raise ArtifactError(f"{kind} artifact {str(missing)!r} is missing",
-                            hint="train it with `nagkit train --workspace W`")
+    hint = "train it with `nagkit train --workspace W`"
+    input_file(path, f"{kind} artifact", error=ArtifactError, hint=hint)
+    raw = read_input_file(jp, f"{kind} artifact", max_bytes=64 << 20, error=ArtifactError, hint=hint)
     try:
-        meta = json.loads(jp.read_text(encoding="utf-8"))
+        meta = json.loads(raw.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ArtifactError(f"{str(jp)!r} is corrupt ({str(e)[:80]})", hint="retrain with `nagkit train`") from None
     if not isinstance(meta, dict) or meta.get("schema") != ARTIFACT_SCHEMA or meta.get("kind") != kind:

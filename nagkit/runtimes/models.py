@@ -38,9 +38,9 @@ def load_model(path: str | os.PathLike, threads: int = DEFAULT_THREADS) -> Loade
             f"cannot tell the format of {str(path)!r} from its suffix {suffix!r}; "
             f"valid suffixes: {', '.join(sorted(RUNTIMES))}"
         )
-    if not path.is_file():
-        raise BadInputError(f"model file {str(path)!r} does not exist",
-                            hint="export one with `nagkit export ... --out DIR`")
+    from nagkit.io import input_file
+
+    input_file(path, "model file", hint="export one with `nagkit export ... --out DIR`")
     if path.stat().st_size == 0:
         raise ArtifactError(f"model file {str(path)!r} is empty (truncated?)",
                             hint="export it again with `nagkit export`")

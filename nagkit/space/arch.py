@@ -217,18 +217,12 @@ def read_arch_arg(text: str) -> str:
     anything else is returned as is."""
     if not text.startswith("@"):
         return text
+    from nagkit.io import read_input_file
+
     p = Path(text[1:])
     name = short_repr(os.fspath(p))
-    if not p.is_file():
-        raise BadInputError(f"arch file {name} does not exist")
-    try:
-        with open(p, "rb") as f:
-            data = f.read(MAX_ARCH_FILE_BYTES + 1)
-    except OSError as e:
-        raise BadInputError(f"cannot read arch file {name}: {e.strerror or e}") from None
-    if len(data) > MAX_ARCH_FILE_BYTES:
-        raise ArchError(f"arch file {name} is over {MAX_ARCH_FILE_BYTES:,} bytes; it should hold one arch "
-                        "(a canonical string or OFA's dict as JSON)")
+    data = read_input_file(p, "arch file", max_bytes=MAX_ARCH_FILE_BYTES,
+                           hint="it should hold one arch (a canonical string or OFA's dict as JSON)")
     try:
         return data.decode("utf-8").strip()
     except UnicodeDecodeError as e:

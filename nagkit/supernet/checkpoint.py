@@ -24,12 +24,10 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     """Read a checkpoint file safely and return its raw object (a dict)."""
     import torch
 
-    p = Path(path)
-    if not p.exists():
-        raise CheckpointError(f"weights file {str(p)!r} does not exist",
-                              hint="pass an OFA checkpoint (.pth) or one written by `nagkit supernet train`")
-    if p.is_dir():
-        raise CheckpointError(f"weights path {str(p)!r} is a folder, not a checkpoint file")
+    from nagkit.io import input_file
+
+    p = input_file(path, "weights file", error=CheckpointError,
+                   hint="pass an OFA checkpoint (.pth) or one written by `nagkit supernet train`")
     if p.stat().st_size == 0:
         raise CheckpointError(f"weights file {str(p)!r} is empty")
     with open(p, "rb") as f:

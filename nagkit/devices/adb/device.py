@@ -22,7 +22,7 @@ from typing import Any
 from nagkit.devices.adb.connect import MODES, open_transport
 from nagkit.devices.adb.transport import AdbTransport, quote_command
 from nagkit.devices.base import LatencyStats, MeasureConfig
-from nagkit.io import sha256_file
+from nagkit.io import input_file, sha256_file
 from nagkit.errors import BadInputError, DeviceError, did_you_mean, short_repr
 from nagkit.runtimes.threads import MAX_THREADS
 
@@ -259,9 +259,7 @@ class AdbDevice:
         p = self.profile
         remote = p["benchmark_remote"]
         if p["benchmark_binary"]:
-            local = Path(p["benchmark_binary"])
-            if not local.is_file():
-                raise BadInputError(f"benchmark binary {str(local)!r} does not exist", hint=BINARY_HINT)
+            local = input_file(p["benchmark_binary"], "benchmark binary", hint=BINARY_HINT)
             self._binary_sha = sha = self._file_sha(local)
             marker = f"{remote}.sha256"
             _, size, _ = self.transport.stat(remote)
@@ -279,9 +277,7 @@ class AdbDevice:
 
     def push_model(self, model_path: str | os.PathLike) -> str:
         """Push a model once; returns its device path (named by its sha256)."""
-        local = Path(model_path)
-        if not local.is_file():
-            raise BadInputError(f"model file {str(local)!r} does not exist")
+        local = input_file(model_path, "model file", hint="export it first, e.g. `nagkit export --format tflite`")
         if local.suffix != ".tflite":
             raise BadInputError(f"ADB devices run TFLite models; got {local.name!r}",
                                 hint="export with nagkit.runtimes.convert.to_tflite or `nagkit export --format tflite`")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from nagkit.errors import ArtifactError, BadInputError, DeviceError
-from nagkit.io import atomic_write_bytes
+from nagkit.io import atomic_write_bytes, read_input_file
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def load_or_create_key(path: str | os.PathLike | None = None):
         if not path.exists():
             _create_key(path)
             log.info("created ADB key %s", path)
-        pem = path.read_bytes()
+        pem = read_input_file(path, "ADB key", max_bytes=1 << 20, error=ArtifactError)
         try:  # the third-party parsers raise ValueError, IndexError or pyasn1 errors on bad input
             signer = PythonRSASigner(None, pem.decode("ascii"))
             pub_line = _public_key_line(path)
@@ -107,7 +107,8 @@ def load_or_create_key(path: str | os.PathLike | None = None):
                 hint=f"delete it (and {pub.name}) to have nagkit create a new key on the next run, then "
                      "accept the new key on the device; or point `adb_key:` in the device profile at a good key",
             ) from None
-        if not pub.exists() or pub.read_bytes().split(b" ")[0].strip() != pub_line.split(b" ")[0]:
+        if not pub.exists() or read_input_file(pub, "ADB public key", max_bytes=1 << 20, error=ArtifactError).split(
+                b" ")[0].strip() != pub_line.split(b" ")[0]:
             atomic_write_bytes(pub, pub_line)
         signer.pub_key = pub.read_text()
         return signer
