@@ -64,11 +64,6 @@ def check_init_target(target: Path) -> None:
     """Refuse (exit 2, with or without --force) a destination that is not a workspace and not an
     empty folder, the folder the user is in (or one above it), or one below a file: ``--force``
     replaces a workspace nagkit wrote, never a user's files (issue 35)."""
-    here = Path.cwd().resolve()
-    if target == here or target in here.parents:
-        raise BadInputError(f"{shown_path(target)} is the folder you are in" + ("" if target == here else " (or above it)")
-                            + "; `nagkit init` makes a new folder and would replace this one",
-                            hint="give a new folder or name, e.g. `nagkit init my-workspace`")
     for anc in target.parents:
         if os.path.lexists(anc):
             if not anc.is_dir():
@@ -79,9 +74,8 @@ def check_init_target(target: Path) -> None:
         if target.is_symlink() or (target.exists() and not target.is_dir()):
             raise BadInputError(f"{shown_path(target)} exists and is not a folder; a workspace is a folder",
                                 hint="pick another destination")
-        if not target.is_dir() or (target / CONFIG_NAME).is_file():
-            return
-        names = sorted(p.name for p in target.iterdir())
+        names = [] if not target.is_dir() or (target / CONFIG_NAME).is_file() else sorted(
+            p.name for p in target.iterdir())
     except OSError as e:
         raise BadInputError(f"{shown_path(target)} cannot be read: {e.strerror or e}",
                             hint="pick another destination") from None
@@ -91,6 +85,11 @@ def check_init_target(target: Path) -> None:
                             f"({shown}) and no {CONFIG_NAME}: not a workspace, so nagkit does not write into it "
                             "or replace it (not even with --force)",
                             hint="pick a new folder or name, e.g. `nagkit init my-workspace`")
+    here = Path.cwd().resolve()
+    if target == here or target in here.parents:  # the rename would pull the folder from under the user
+        raise BadInputError(f"{shown_path(target)} is the folder you are in" + ("" if target == here else " (or above it)")
+                            + "; `nagkit init` makes a new folder and would replace this one",
+                            hint="give a new folder or name, e.g. `nagkit init my-workspace`")
 
 
 def toml_string(value: str) -> str:

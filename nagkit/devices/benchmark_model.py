@@ -413,8 +413,9 @@ def to_latency_stats(result: BenchmarkResult, target_rel_iqr: float = 0.05):
         raise ProfileParseError(f"inference count= line without std (count={inf.count})")
     med = inf.p50_us if inf.p50_us is not None else mean
     # without a printed min, med - 3 std may be <= 0 for a heavy tail; a latency is > 0
-    lo = inf.min_us if inf.min_us is not None else (inf.curr_us if inf.count == 1 else max(med - 3 * std, med / 1000))
-    hi = inf.max_us if inf.max_us is not None else (inf.curr_us if inf.count == 1 else med + 3 * std)
+    one = next((v for v in (inf.curr_us, med) if v is not None), med) if inf.count == 1 else None  # the one run
+    lo = inf.min_us if inf.min_us is not None else (one if one is not None else max(med - 3 * std, med / 1000))
+    hi = inf.max_us if inf.max_us is not None else (one if one is not None else med + 3 * std)
     if inf.p5_us is not None and inf.p95_us is not None and inf.p50_us is not None:
         p10 = med - (med - inf.p5_us) * _Z90 / _Z95
         p90 = med + (inf.p95_us - med) * _Z90 / _Z95
