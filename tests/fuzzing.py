@@ -425,6 +425,22 @@ def _mutate_output(sample: int, ops: list[tuple[int, int, str]]) -> str:
     return "".join(lines)
 
 
+_COUNT_FIELDS = ["first", "curr", "min", "max", "avg", "std", "p5", "median", "p95"]
+
+
+def _with_count_line(sample: int, count: int, fields: list[tuple[str, str]]) -> str:
+    """A real output whose inference ``count=`` line holds only ``fields`` (issue 35: ``count=1
+    avg=2003.25 std=0``, without curr/min/max, raised a TypeError)."""
+    lines = benchmark_samples()[sample % len(benchmark_samples())].splitlines(keepends=True)
+    at = [i for i, ln in enumerate(lines) if ln.lstrip().startswith(("count=", "INFO: count="))]
+    line = f"count={count} " + " ".join(f"{k}={v}" for k, v in fields) + "\n"
+    if at:
+        lines[at[-1]] = line
+    else:
+        lines += ["Running benchmark for at least 1 iterations and at least 0.5 seconds\n", line]
+    return "".join(lines)
+
+
 def benchmark_outputs() -> st.SearchStrategy[str]:
     """Real ``benchmark_model`` outputs (every shared sample plus a synthetic one with every
     line type) with line edits and hostile numbers, plus token soup and long hostile lines."""
@@ -438,7 +454,11 @@ def benchmark_outputs() -> st.SearchStrategy[str]:
                                            "Created TensorFlow Lite " + "x delegate for " * 3000 + "y",
                                            "count=1" + " k=1" * 5000 + " ?"]),
                           st.integers(0, 100)).map(lambda t: _mutate_output(t[1], [(t[1] * 7919, 3, t[0])]))
-    return st.one_of(edited, edited, edited, soup, long_line, st.text(max_size=200))
+    count_line = st.builds(_with_count_line, st.integers(0, 100), st.sampled_from([0, 1, 1, 2, 50]),
+                           st.lists(st.tuples(st.sampled_from(_COUNT_FIELDS),
+                                              st.sampled_from(["2003.25", "0", "1e3", "-1", "nan", "5"])),
+                                    max_size=6, unique_by=lambda t: t[0]))
+    return st.one_of(edited, edited, edited, soup, long_line, count_line, st.text(max_size=200))
 
 
 def check_benchmark(text: str) -> str:
@@ -501,7 +521,11 @@ _CONFIG_VALUES = st.one_of(
                      "[[1]]", "[0, 2, 2]", "[2, 1]", "'0-3'", "0-99999999999", "cpu", "cuda:0", "adb:SERIAL",
                      "cpu:threads=100000", "cpu:cores=0-99999999999", "1979-05-27", "*a8", "&x [1]", "!!python/none",
                      '"relu"', '["relu", 1]', "[true, false, 1]", '{preset = "ofa-mbv3-w1.0"}', '"synthetic:"',
-                     '"ofa-mbv3-w1.0"', ".inf", ".nan", "-.inf", "0x10", "1_000", '"\\u0000"', "[" * 50 + "]" * 50]),
+                     '"ofa-mbv3-w1.0"', ".inf", ".nan", "-.inf", "0x10", "1_000", '"\\u0000"', "[" * 50 + "]" * 50,
+                     # issue 35: seeds and counts out of range, names and paths the OS refuses or cannot read
+                     "-1", str(2**32), str(2**63), str(2**70), "100000000000", '"\U0001F600"', '"\\ud83d"',
+                     '"/dev/zero"', '"/dev/null"', '"/tmp"', '"' + "n" * 300 + '.json"', '"' + "d/" * 3000 + '"',
+                     '"synthetic:"', '"latency_tables/fmnist-cpu-litert.json"', "{samples = 10000000}"]),
     st.integers(0, 5).map(lambda k: '"' + "x" * (10**k) + '"'),
     JSON_VALUES.map(lambda v: json.dumps(v)),
 )
@@ -509,10 +533,12 @@ _CONFIG_CHARS = st.one_of(st.sampled_from(list(":=[]{}\"',#&*!-\n \t.0123456789"
                           st.text(min_size=1, max_size=3), _CONFIG_VALUES)
 
 
-def _mutate_config(sample: int, ops: list[tuple[int, int, str]]) -> tuple[str, str]:
-    """Line edits of a shipped config: 0 replace a value, 1 delete a line, 2 insert a
-    ``key = value`` / ``key: value`` line, 3 duplicate a line, 4 truncate there."""
-    kind, text = config_samples()[sample % len(config_samples())]
+def _mutate_config(sample: int, ops: list[tuple[int, int, str]], kinds: tuple[str, ...] = ("profile", "toml")
+                   ) -> tuple[str, str]:
+    """Line edits of a shipped config (of one of ``kinds``): 0 replace a value, 1 delete a line,
+    2 insert a ``key = value`` / ``key: value`` line, 3 duplicate a line, 4 truncate there."""
+    pool = [c for c in config_samples() if c[0] in kinds]
+    kind, text = pool[sample % len(pool)]
     lines = text.splitlines(keepends=True) or [""]
     sep = ": " if kind == "profile" else " = "
     keys = ["device", "threads", "cores", "runtime", "measure", "description", "name", "mode", "window_ms",
@@ -535,13 +561,14 @@ def _mutate_config(sample: int, ops: list[tuple[int, int, str]]) -> tuple[str, s
     return kind, "".join(lines)
 
 
-def config_inputs() -> st.SearchStrategy[tuple[str, bytes]]:
-    """("profile" | "toml", file bytes): the shipped device profiles and workspace configs with
-    line and character edits and hostile values, plus alias bombs, deep nesting, huge
-    integers, bytes that are not UTF-8 and junk."""
-    kinds = st.sampled_from(["profile", "toml"])
+def config_inputs(only: tuple[str, ...] = ("profile", "toml")) -> st.SearchStrategy[tuple[str, bytes]]:
+    """("profile" | "toml", file bytes): the shipped device profiles and workspace configs (of the
+    kinds in ``only``) with line and character edits and hostile values, plus alias bombs, deep
+    nesting, huge integers, bytes that are not UTF-8 and junk."""
+    kinds = st.sampled_from(list(only))
     edited = st.builds(_mutate_config, st.integers(0, 100),
-                       st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 4), _CONFIG_VALUES), max_size=5))
+                       st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 4), _CONFIG_VALUES), max_size=5),
+                       st.just(only))
     char_edited = st.tuples(edited, _edits(_CONFIG_CHARS)).map(lambda t: (t[0][0], _edit_text(t[0][1], t[1])))
     as_bytes = st.one_of(edited, edited, char_edited).map(lambda t: (t[0], t[1].encode("utf-8", "surrogatepass")))
     damaged = st.tuples(as_bytes, st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 3),
@@ -552,13 +579,24 @@ def config_inputs() -> st.SearchStrategy[tuple[str, bytes]]:
                    + b"[" * t[1] + b"]" * (t[1] % 3 * t[1] // 2)))
     bomb = st.sampled_from([("profile", ("device: cpu\n" + _LOL.replace("a8: &a8", "description: &a8")).encode()),
                             ("profile", ("device: cpu\n" + _LOL.replace("a8: &a8", "measure: &a8")).encode()),
-                            ("profile", ("device: cpu\n" + _LOL.replace("a8: &a8", "cores: &a8")).encode())])
+                            ("profile", ("device: cpu\n" + _LOL.replace("a8: &a8", "cores: &a8")).encode())]
+                           if "profile" in only else [("toml", b'seed = """' + b"x" * 100_000 + b'"""\n')])
     huge = st.tuples(kinds, _HUGE_JSON_NUMBER).map(
         lambda t: (t[0], (f"device: cpu\nthreads: {t[1]}\n" if t[0] == "profile" else
                           f'space = "ofa-mbv3-w1.0"\nlatency_table = "synthetic:"\naccuracy = "synthetic:"\n'
                           f"seed = {t[1]}\n").encode()))
     junk = st.tuples(kinds, st.one_of(st.binary(max_size=200), st.text(max_size=200).map(str.encode)))
     return st.one_of(as_bytes, as_bytes, as_bytes, damaged, deep, bomb, huge, junk)
+
+
+def profile_inputs() -> st.SearchStrategy[tuple[str, bytes]]:
+    """Device profiles only (:func:`config_inputs`)."""
+    return config_inputs(("profile",))
+
+
+def workspace_toml_inputs() -> st.SearchStrategy[tuple[str, bytes]]:
+    """Workspace ``nagkit.toml`` files only (:func:`config_inputs`)."""
+    return config_inputs(("toml",))
 
 
 @functools.cache
@@ -608,6 +646,17 @@ def check_config(value: tuple[str, bytes]) -> str:
     assert sp.parse_arch(str(a)) == a and sp.parse_arch(str(sp.largest())) == sp.largest()
     json.dumps(ws.summary())
     assert ws.dataset_settings.n >= 1 and isinstance(ws.dataset_settings.seed, int)
+    from nagkit.errors import SEED_MAX
+    from nagkit.nag.config import MAX_SAMPLES
+
+    seeds = (ws.seed, ws.dataset_settings.seed, ws.evaluator_config.seed, ws.generator_config.seed)
+    assert all(0 <= x <= SEED_MAX for x in seeds), seeds  # issue 35: one seed range
+    assert 1 <= ws.inference.samples <= MAX_SAMPLES
+    if not ws.latency_table_spec.startswith("synthetic:"):  # the table it names: read, or one nagkit error
+        try:
+            _ = ws.latency_table
+        except NagkitError as e:
+            return _refused(e)
     return "accepted"
 
 
@@ -618,6 +667,8 @@ PARSERS: dict[str, tuple[Callable[[], st.SearchStrategy], Callable[[Any], str]]]
     "latency_table": (table_inputs, check_table),
     "benchmark_model": (benchmark_outputs, check_benchmark),
     "config": (config_inputs, check_config),
+    "device_profile": (profile_inputs, check_config),
+    "workspace_toml": (workspace_toml_inputs, check_config),
 }
 #: A valid input per parser, checked once before a campaign so that imports are not timed.
 WARMUP: dict[str, Callable[[], Any]] = {
@@ -625,6 +676,8 @@ WARMUP: dict[str, Callable[[], Any]] = {
     "latency_table": lambda: json.dumps(_base_tables()[2]).encode(),
     "benchmark_model": lambda: _SYNTHETIC_OUTPUT,
     "config": lambda: ("toml", config_samples()[-1][1].encode()),
+    "device_profile": lambda: config_samples()[0][:1] + (config_samples()[0][1].encode(),),
+    "workspace_toml": lambda: ("toml", config_samples()[-1][1].encode()),
 }
 
 
