@@ -7,7 +7,11 @@ import stat
 
 import pytest
 
-from nagkit.errors import ArtifactError, short_repr
+import re
+from pathlib import Path
+
+from nagkit.errors import ArtifactError, BadInputError, short_repr
+from tests.fuzzing import no_hang
 from nagkit.io import atomic_write_bytes, atomic_write_json, load_yaml_bytes, load_yaml_file
 
 
@@ -104,11 +108,11 @@ def test_yaml_file_size_is_capped_before_parsing(tmp_path):
     p = tmp_path / "big.yaml"
     p.write_bytes(b"x: " + b"a" * 5000 + b"\n")
     assert load_yaml_file(p, max_bytes=6000)["x"] == "a" * 5000
-    with pytest.raises(ArtifactError, match="5,004 bytes; nagkit reads YAML files of at most 1,000 bytes"):
+    with pytest.raises(ArtifactError, match="5,004 bytes; nagkit reads at most 1,000"):
         load_yaml_file(p, max_bytes=1000)
     with pytest.raises(ArtifactError, match="is a folder"):
         load_yaml_file(tmp_path)
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(ArtifactError, match="does not exist"):  # one nagkit line (was a raw FileNotFoundError)
         load_yaml_file(tmp_path / "missing.yaml")
 
 
@@ -125,3 +129,76 @@ def test_short_repr_is_bounded_for_any_value():
     s = short_repr("r224-" + "k3e4." * 200_000)
     assert len(s) <= 80 and s.startswith("'r224-k3e4.") and "[...]" in s
     assert short_repr("r224-k3e4") == "'r224-k3e4'" and short_repr({"a": [1, 2]}) == "{'a': [1, 2]}"
+
+
+# --------------------------------------------------------------------------- user paths (issue 35, items 5, 7, 8)
+
+
+@pytest.fixture
+def odd_paths(tmp_path):
+    """(path, what the refusal must say) for every kind of path that is not a readable file."""
+    fifo = tmp_path / "table.json"
+    os.mkfifo(fifo)
+    link = tmp_path / "dangling.json"
+    link.symlink_to(tmp_path / "nowhere")
+    return [(fifo, "is a FIFO (named pipe), not a regular file"),
+            (Path("/dev/zero"), "is a character device, not a regular file"),
+            (tmp_path, "is a folder, not a regular file"),
+            (tmp_path / "missing.json", "does not exist"),
+            (link, "does not exist (a link to nowhere)"),
+            (tmp_path / ("n" * 300), "has a name of 300 bytes; a file or folder name has at most 255"),
+            (Path("/" + "d/" * 3000), "is 6,000 bytes long; a path has at most 4,095")]
+
+
+def test_every_user_path_is_refused_unless_a_regular_file_in_one_short_line(odd_paths):
+    """A FIFO hung every reader; /dev/zero never ends; both were called "does not exist"."""
+    from nagkit.io import read_input_file
+
+    for path, says in odd_paths:
+        with pytest.raises(BadInputError) as ei:
+            read_input_file(path, "latency table", max_bytes=1 << 20)
+        msg = str(ei.value)
+        assert msg.startswith("latency table '") and says in msg and len(msg) < 400, msg
+
+
+def test_a_file_over_the_cap_is_refused_from_its_size_before_reading(tmp_path, monkeypatch):
+    from nagkit.io import read_input_file
+
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(300 << 20)  # sparse: 300 MB declared, nothing written
+    real_read = os.read
+    monkeypatch.setattr(os, "read", lambda *a: pytest.fail("read before the size was checked") or real_read(*a))
+    with pytest.raises(BadInputError, match="is 314,572,800 bytes; nagkit reads at most 1,024"):
+        read_input_file(big, "thing", max_bytes=1024)
+    monkeypatch.undo()
+    (tmp_path / "ok.json").write_bytes(b"{}")
+    assert read_input_file(tmp_path / "ok.json", "thing", max_bytes=2) == b"{}"
+
+
+@pytest.mark.parametrize("reader", ["table", "profile", "toml", "arch", "checkpoint", "model", "bundle"])
+def test_the_readers_of_user_files_share_the_rule(reader, tmp_path):
+    """Every loader of a user's file goes through the one check (item 7): none hangs on a FIFO,
+    none calls /dev/zero missing."""
+    import functools
+
+    from nagkit.app.workspace_config import _read_toml
+    from nagkit.devices.profiles import load_profile
+    from nagkit.export.bundle import read_bundle
+    from nagkit.latency.table import LatencyTable
+    from nagkit.runtimes.models import load_model
+    from nagkit.space.arch import read_arch_arg
+    from nagkit.supernet.checkpoint import read_checkpoint
+
+    fn = {"table": LatencyTable.load, "profile": load_profile, "toml": _read_toml,
+          "arch": lambda p: read_arch_arg("@" + str(p)), "checkpoint": read_checkpoint, "model": load_model,
+          "bundle": functools.partial(read_bundle, verify=False)}[reader]
+    fifo = tmp_path / "input.onnx"  # a suffix the model loader knows
+    os.mkfifo(fifo)
+    cases = [(fifo, "is a FIFO (named pipe), not a regular file")]
+    if reader != "model":  # /dev/zero has no model suffix
+        cases.append((Path("/dev/zero"), "is a character device, not a regular file"))
+    with no_hang(20):
+        for path, says in cases:
+            with pytest.raises(BadInputError, match=re.escape(says)):
+                fn(path)

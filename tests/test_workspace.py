@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nagkit.data.synthetic import tiny_workspace_toml
 from nagkit.errors import BadInputError
 from nagkit.app.workspace import PRESETS_DIR, list_presets, load_workspace
 from nagkit.resources import ROOT as RESOURCES
-from tests.fuzzing import check_config, config_inputs, fuzz_examples, run_campaign
+from tests.cli.helpers import run_cli_inproc
+from tests.fuzzing import check_config, config_inputs, fuzz_examples, no_hang, run_campaign
 
 
 def write_ws(tmp_path: Path, text: str) -> Path:
@@ -231,3 +234,142 @@ def test_d11_nag_settings_are_range_checked_when_loading(section, line, needle, 
     assert rc == 2, err
     assert needle in err and err.startswith("error: ") and "Traceback" not in err, err
     assert not any(p.name != "nagkit.toml" for p in tmp_path.iterdir())
+
+
+# ---- issue 35 (second adversarial pass): init's names, targets, tables and modes; user paths ----
+
+def _one_line_exit_2(r, *says):
+    assert r.code == 2 and r.out == "" and "Traceback" not in r.err, (r.code, r.err)
+    assert len([ln for ln in r.err.splitlines() if not ln.startswith("  hint:")]) == 1, r.err
+    for s in says:
+        assert s in r.err, (s, r.err)
+
+
+def _user_workspaces():
+    from nagkit.app.workspace import user_workspaces_dir
+
+    d = user_workspaces_dir()
+    return sorted(p.name for p in d.iterdir()) if d.is_dir() else []
+
+
+@pytest.mark.parametrize("name", ["😀", "a b", "tab\there", "-x", ".hidden", "a" * 101, "ok\x7f"])
+def test_item6_init_refuses_a_bad_name_up_front_and_leaves_nothing(name, capsys):
+    r = run_cli_inproc(["init", "--from", "fmnist", "--", name], capsys)
+    _one_line_exit_2(r, "workspace name", "letters, digits")
+    assert _user_workspaces() == []
+    assert run_cli_inproc(["init", "good-name_1.2@x+y", "--from", "fmnist"], capsys).code == 0
+
+
+@pytest.mark.parametrize("folder", ["😀", "quote\"back\\slash", "ctl\x01\x1f\x7f", "tab\tnew\nline", "ünï cødé"])
+def test_item6_a_folder_path_of_any_name_makes_a_workspace_that_loads(folder, tmp_path, capsys):
+    """`nagkit init 😀` wrote `name = "\\ud83d\\ude00"` (json.dumps), which TOML refuses: every
+    later command failed on the workspace, `init --force` included."""
+    dest = tmp_path / folder
+    r = run_cli_inproc(["init", str(dest), "--from", "fmnist"], capsys)
+    assert r.code == 0, r.err
+    ws = load_workspace(dest)
+    assert ws.name == folder and ws.root == dest
+    assert run_cli_inproc(["init", str(dest), "--from", "fmnist", "--force"], capsys).code == 0
+    assert run_cli_inproc(["generate", "-w", str(dest), "-b", "3", "--no-accuracy"], capsys).code == 0
+
+
+def test_item6_a_config_that_does_not_load_is_never_renamed_into_place(tmp_path, monkeypatch):
+    from nagkit.app import workspace as wsmod
+    from nagkit.app.workspace import init_workspace
+
+    monkeypatch.setattr(wsmod, "set_key", lambda text, key, value: text + f"\n{key} = \\q\n")  # invalid TOML
+    with pytest.raises(BadInputError, match="not valid TOML"):
+        init_workspace(tmp_path / "w", source="fmnist")
+    assert list(tmp_path.iterdir()) == []  # no workspace, no temporary folder
+
+
+@given(st.text(max_size=60))
+@settings(max_examples=300, deadline=None)
+def test_item6_toml_string_round_trips_any_text(text):
+    import tomllib
+
+    from nagkit.app.workspace_files import toml_string
+
+    assert tomllib.loads(f"k = {toml_string(text)}\n")["k"] == text
+
+
+def test_item8_init_targets_that_cannot_be_a_workspace_are_one_line(tmp_path, capsys, monkeypatch):
+    """An existing file, a path below a file, a non-empty folder, `.`, `..`, the folder the user
+    is in, a folder that cannot be made: exit 2, one line, no raw OSError, nothing written."""
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "mine.txt").write_text("y")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cases = [(str(tmp_path / "file"), "is not a folder"), (str(tmp_path / "file" / "sub"), "which is a file"),
+             (str(tmp_path / "full"), "not a workspace"), ("/proc/nagkit-ws", "cannot make the workspace")]
+    for dest, says in cases:
+        _one_line_exit_2(run_cli_inproc(["init", dest, "--from", "fmnist"], capsys), says)
+    monkeypatch.chdir(empty)  # an empty folder the user is in: replacing it would pull it from under them
+    for dest in (".", "..", str(empty)):
+        r = run_cli_inproc(["init", dest, "--from", "fmnist", "--force"], capsys)
+        _one_line_exit_2(r)
+        assert "folder you are in" in r.err or "not a workspace" in r.err, r.err
+    assert list(empty.iterdir()) == [] and (tmp_path / "file").read_text() == "x"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "file", "full"]
+
+
+def test_item8_init_latency_table_is_read_and_checked_before_anything_is_written(tmp_path, capsys):
+    from nagkit.resources import LATENCY_TABLES
+
+    bad = {"malformed.json": b'{"format": "nagkit-latency-table", ', "spaces.json": b" \n\t" * (2 << 20),
+           "list.json": b"[1, 2]"}
+    for name, data in bad.items():
+        (tmp_path / name).write_bytes(data)
+    sparse = tmp_path / "huge.json"
+    with open(sparse, "wb") as f:
+        f.truncate(300 << 20)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    cases = [(tmp_path / "malformed.json", "not valid JSON"), (tmp_path / "spaces.json", "not valid JSON"),
+             (tmp_path / "list.json", "must be a JSON object"), (sparse, "is 314,572,800 bytes"),
+             (fifo, "is a FIFO"), (Path("/dev/zero"), "is a character device"),
+             (LATENCY_TABLES / "note10.json", "is for space 'ofa-mbv3-w1.2'")]
+    for table, says in cases:
+        with no_hang(30):
+            r = run_cli_inproc(["init", str(tmp_path / "ws"), "--from", "fmnist", "--latency-table", str(table)],
+                               capsys)
+        _one_line_exit_2(r, says)
+        assert not (tmp_path / "ws").exists()
+
+
+def test_item8_init_follows_the_umask(tmp_path, capsys):
+    import stat
+
+    old = os.umask(0o027)
+    try:
+        assert run_cli_inproc(["init", str(tmp_path / "ws"), "--from", "fmnist"], capsys).code == 0
+    finally:
+        os.umask(old)
+    root = tmp_path / "ws"
+    modes = {p.relative_to(root).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in [root, *root.rglob("*")]}
+    assert modes["."] == 0o750 and modes["supernet"] == 0o750, modes
+    assert modes["nagkit.toml"] == 0o640 and modes["generator.pt"] == 0o640, modes
+    assert all(m in (0o750, 0o640) for m in modes.values()), modes
+
+
+def test_item7_workspace_paths_that_are_not_regular_files(tmp_path, capsys):
+    """A FIFO as the workspace's latency_table hung `generate`; as nagkit.toml itself it was
+    passed over for the default workspace."""
+    ws = tmp_path / "ws"
+    assert run_cli_inproc(["init", str(ws), "--from", "fmnist"], capsys).code == 0
+    cfg = ws / "nagkit.toml"
+    text = cfg.read_text()
+    os.mkfifo(tmp_path / "t.json")
+    for table, says in [(tmp_path / "t.json", "is a FIFO"), ("/dev/zero", "is a character device"),
+                        (tmp_path, "is a folder")]:
+        cfg.write_text("\n".join(f'latency_table = "{table}"' if ln.startswith("latency_table") else ln
+                                 for ln in text.splitlines()) + "\n")
+        with no_hang(30):
+            r = run_cli_inproc(["generate", "-w", str(ws), "-b", "3"], capsys)
+        _one_line_exit_2(r, "latency table", says)
+    cfg.unlink()
+    os.mkfifo(cfg)
+    with no_hang(30):
+        _one_line_exit_2(run_cli_inproc(["generate", "-w", str(ws), "-b", "3"], capsys), "is a FIFO")
+        _one_line_exit_2(run_cli_inproc(["generate", "-w", str(cfg), "-b", "3"], capsys), "is a FIFO")

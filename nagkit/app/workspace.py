@@ -279,7 +279,7 @@ def load_workspace(name_or_path: str | Path | Workspace | None) -> Workspace:
         input_file(p if not p.is_dir() else p / CONFIG_NAME, "workspace config")
     if p.is_dir():
         raise BadInputError(f"folder {shown_path(text)} is not a workspace (no {CONFIG_NAME} in it)",
-                            hint=f"make one there: `nagkit init {shown_path(text)} --from {DEFAULT_PRESET}`")
+                            hint=f"make one there: `nagkit init {_arg(text)} --from {DEFAULT_PRESET}`")
     names = sorted(set(list_presets()) | set(list_user_workspaces()))
     msg = f"workspace {shown_path(text)} is neither a folder nor a workspace name"
     if dym := did_you_mean(text, names, n=2, cutoff=0.5):
@@ -287,8 +287,16 @@ def load_workspace(name_or_path: str | Path | Workspace | None) -> Workspace:
     msg += f" Presets: {', '.join(list_presets()) or '(none)'}"
     if list_user_workspaces():
         msg += f"; yours ({user_workspaces_dir()}): {', '.join(list_user_workspaces())}"
-    raise BadInputError(msg, hint=f"use one of them, or create one: `nagkit init {shown_path(text)} --from "
-                                  f"{DEFAULT_PRESET}`")
+    raise BadInputError(msg, hint=f"use one of them, or create one: `nagkit init {_arg(text)} --from {DEFAULT_PRESET}`")
+
+
+def _arg(text: str) -> str:
+    """``text`` as a shell argument in a hint's command (quoted when it must be; shortened)."""
+    import shlex
+
+    from nagkit.errors import short_text
+
+    return shlex.quote(short_text(text, 120))
 
 
 def init_workspace(dest: str | Path | None, *, source: str | Path | Workspace | None = None,
