@@ -51,3 +51,23 @@ def test_bad_budget_values(cli_env, tmp_path, bad):
     r = run_cli(["build", "--budget", bad, "--workspace", "ofa-note10", "--random-init", "--out", str(tmp_path / "b")],
                 env=cli_env)
     assert r.code == 2 and "budget" in r.err.lower()
+
+
+def test_issue35_data_without_finetune_message_and_help_agree(tmp_path, capsys):
+    """`build --export tflite-int8 --data DIR` said "--data is only read when fine-tuning", while
+    --help said int8 calibrates on "the workspace's images (or --data)". Both now say: --data
+    goes with --finetune, and an int8 export then calibrates on it too."""
+    import re
+
+    from ..cli.helpers import run_cli_inproc
+
+    (tmp_path / "photos").mkdir()
+    r = run_cli_inproc(["build", "--budget", "3", "-w", "fmnist", "--export", "tflite-int8", "--data",
+                        str(tmp_path / "photos"), "--out", str(tmp_path / "b")], capsys)
+    assert r.code == 2 and "--data is only read with --finetune" in r.err and "calibrates on them" in r.err, r.err
+    assert not (tmp_path / "b").exists()
+    helptext = " ".join(run_cli_inproc(["build", "--help"], capsys).out.split())
+    data_help = re.search(r"--data DIR (.*?) --mixed-sizes", helptext).group(1)
+    export_help = re.search(r"--export TEXT (.*?) --max-int8-drop", helptext).group(1)
+    assert data_help.startswith("Only with --finetune") and "int8 export calibrates on them" in data_help
+    assert "with --finetune N --data DIR" in export_help and "(or --data)" not in export_help

@@ -15,6 +15,7 @@ from nagkit.devices.benchmark_model import (
     to_latency_stats,
 )
 from nagkit.errors import ProfileParseError
+from nagkit.latency.table import stats_problem
 from tests.fuzzing import benchmark_outputs, check_benchmark, fuzz_examples, no_hang, run_campaign
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "benchmark_model"
@@ -352,6 +353,16 @@ def test_d6_heavy_tail_without_min_gives_positive_p10():
     r = parse_benchmark_output(RUNNING + "INFO: count=60 avg=2003.25 std=3000\n" + SUMMARY)
     s = to_latency_stats(r)
     assert 0 < s.p10_ms <= s.median_ms <= s.p90_ms
+
+
+@pytest.mark.parametrize("line", ["count=1 avg=2003.25 std=0", "count=1 avg=2003.25", "count=1 avg=2003.25 std=0 min=2003.25",
+                                  "count=1 avg=2003.25 std=0 curr=2003.25"])
+def test_issue35_a_single_run_without_min_max_or_curr(line):
+    """`to_latency_stats` raised TypeError on `count=1 avg=2003.25 std=0` (no curr/min/max)."""
+    s = to_latency_stats(parse_benchmark_output(RUNNING + "INFO: " + line + "\n" + SUMMARY))
+    assert s.n == 1 and s.std_ms == 0 and 0 < s.p10_ms <= s.median_ms <= s.p90_ms
+    assert s.median_ms == pytest.approx(2.00325)
+    assert stats_problem(s.to_dict()) is None
 
 
 # ---- property tests (hypothesis; issue 13) ------------------------------------------------

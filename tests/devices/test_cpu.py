@@ -164,7 +164,19 @@ def test_missing_file_and_wrong_format_are_bad_input(tmp_path):
 def test_unavailable_core_is_refused():
     with pytest.raises(BadInputError) as ei:
         get_device("cpu:cores=4096")
-    assert "[4096]" in ei.value.message and "not available" in ei.value.message
+    assert "cores 4096 (1 of them)" in ei.value.message and "not available" in ei.value.message
+
+
+def test_issue35_unavailable_cores_are_echoed_short():
+    """`cpu:cores=0-8191` on a 2-core machine printed a 48 KB error line (every core listed)."""
+    import os
+
+    n = len(os.sched_getaffinity(0))
+    for spec in ("cpu:cores=0-8191", "cpu:cores=" + ",".join(str(c) for c in range(n, 8192, 2))):
+        with pytest.raises(BadInputError) as ei:
+            get_device(spec)
+        text = str(ei.value)
+        assert "not available" in text and len(text) < 600, len(text)
 
 
 def test_profile_measure_settings_become_the_default(tmp_path, onnx_model):

@@ -44,24 +44,81 @@ def _refused(path, match):
     return ei.value
 
 
-def test_unlisted_entries_are_not_extracted_even_a_huge_one(bundle_zip, tmp_path):
-    """D13: a small zip holding a 1 GiB file the manifest does not list: nothing of it is written."""
-    big = tmp_path / "big.zip"
-    shutil.copy(bundle_zip, big)
-    with zipfile.ZipFile(big, "a", zipfile.ZIP_DEFLATED) as zf, zf.open("b/junk.bin", "w", force_zip64=True) as f:
-        zero = bytes(1 << 20)
-        for _ in range(1024):
-            f.write(zero)
-    assert big.stat().st_size < 8 << 20
-    with read_bundle(big) as b:
-        assert sorted(p.name for p in b.root.iterdir()) == ["README.md", "manifest.json", "model.onnx"]
+def _declare_size(zip_path, name, size):
+    """Make the zip's central directory declare ``size`` bytes for ``name`` (a few bytes changed:
+    a zip bomb's directory, without writing gigabytes)."""
+    import struct
+
+    data = bytearray(zip_path.read_bytes())
+    at = 0
+    while True:
+        at = data.find(b"PK\x01\x02", at)
+        assert at >= 0, name
+        n = struct.unpack_from("<H", data, at + 28)[0]
+        if data[at + 46:at + 46 + n].decode() == name:
+            struct.pack_into("<I", data, at + 24, size)
+            break
+        at += 4
+    zip_path.write_bytes(bytes(data))
+    with zipfile.ZipFile(zip_path) as zf:
+        assert zf.getinfo(name).file_size == size
+
+
+def _no_extraction(monkeypatch):
+    """Fail the test if anything is extracted (the refusal must come from the directory alone)."""
+    import nagkit.export.bundle as bundle_mod
+
+    monkeypatch.setattr(bundle_mod, "extract_entry", lambda *a, **k: pytest.fail("an entry was extracted"))
+
+
+@pytest.mark.parametrize("declared", [1 << 30, 10])
+def test_issue35_an_unlisted_entry_is_refused_before_anything_is_extracted(bundle_zip, tmp_path, monkeypatch,
+                                                                           declared):
+    """`nagkit check` passed a zip holding an unlisted 1 GiB entry: the rule is now "unlisted
+    entry -> refuse", whatever its size (declared 1 GiB here, in a zip of a few KB)."""
+    bad = _copy_with(bundle_zip, tmp_path / "extra.zip", extra=[("b/junk.bin", b"0123456789")])
+    if declared != 10:
+        _declare_size(bad, "b/junk.bin", declared)
+    _no_extraction(monkeypatch)
+    _refused(bad, "holds 'b/junk.bin', which its manifest does not list")
+
+
+def test_issue35_check_refuses_a_bundle_zip_with_an_unlisted_entry(bundle_zip, tmp_path, capsys):
+    from tests.cli.helpers import run_cli_inproc
+
+    bad = _copy_with(bundle_zip, tmp_path / "extra.zip", extra=[("b/notes.txt", b"mine")])
+    r = run_cli_inproc(["check", str(bad)], capsys)
+    assert r.code == 2 and "which its manifest does not list" in r.err and r.out == "", r.err
+    assert run_cli_inproc(["check", str(bundle_zip)], capsys).code == 0  # the bundle as written still passes
+
+
+def _with_listed_size(bundle_zip, dst, size):
+    with zipfile.ZipFile(bundle_zip) as zf:
+        man = json.loads(zf.read("b/manifest.json"))
+    man["files"]["model.onnx"]["size_bytes"] = size
+    return _copy_with(bundle_zip, dst, replace={"b/manifest.json": json.dumps(man).encode()})
+
+
+def test_issue35_declared_sizes_are_checked_before_extracting(bundle_zip, tmp_path, monkeypatch):
+    """A 7 MB zip whose manifest lists a 3.5 GiB model wrote and hashed 3.5 GiB (32 s) before
+    refusing: the manifest's size, the zip's declared size and the cap are compared first."""
+    _no_extraction(monkeypatch)
+    huge = 3584 << 20
+    bomb = _with_listed_size(bundle_zip, tmp_path / "bomb.zip", huge)
+    _declare_size(bomb, "b/model.onnx", huge)
+    _refused(bomb, "at 3,758,096,384 bytes; a model file has at most 2,147,483,647")
+    with zipfile.ZipFile(bundle_zip) as zf:
+        real = zf.getinfo("b/model.onnx").file_size
+    other = _copy_with(bundle_zip, tmp_path / "other.zip")
+    _declare_size(other, "b/model.onnx", real + 1)
+    _refused(other, f"is declared {real + 1:,} bytes in the zip, but its manifest says {real:,}")
 
 
 def test_a_listed_file_larger_than_its_manifest_says_is_refused(bundle_zip, tmp_path):
     with zipfile.ZipFile(bundle_zip) as zf:
         model = zf.read("b/model.onnx")
     bad = _copy_with(bundle_zip, tmp_path / "big.zip", replace={"b/model.onnx": model + bytes(4096)})
-    _refused(bad, "more than its manifest says")
+    _refused(bad, "but its manifest says")
 
 
 @pytest.mark.parametrize("extra", [
