@@ -221,7 +221,7 @@ def read_arch_arg(text: str) -> str:
 
     p = Path(text[1:])
     name = short_repr(os.fspath(p))
-    data = read_input_file(p, "arch file", max_bytes=MAX_ARCH_FILE_BYTES,
+    data = read_input_file(p, "arch file", max_bytes=MAX_ARCH_FILE_BYTES, error=ArchError,
                            hint="it should hold one arch (a canonical string or OFA's dict as JSON)")
     try:
         return data.decode("utf-8").strip()

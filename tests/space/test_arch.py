@@ -157,7 +157,7 @@ def test_d5_arch_files_non_utf8_deep_or_huge(tmp_path):
         W10.parse_arch(read_arch_arg(f"@{deep}"))
     big = tmp_path / "big.txt"
     big.write_bytes(b"r" * (MAX_ARCH_FILE_BYTES + 1))
-    with pytest.raises(ArchError, match="is over 1,048,576 bytes"):
+    with pytest.raises(ArchError, match="is 1,048,577 bytes; nagkit reads at most 1,048,576"):
         read_arch_arg(f"@{big}")
     ok = tmp_path / "ok.txt"
     ok.write_text(SMALL + "\n")
