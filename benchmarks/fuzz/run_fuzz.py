@@ -13,7 +13,13 @@ Parsers (strategies and checks in ``tests/fuzzing.py``, the same ones the proper
   the latency range and the summary of every table it accepts;
 * ``benchmark_model``: ``parse_benchmark_runs``/``parse_benchmark_output`` and
   ``to_latency_stats`` on the real samples in ``shared/data/benchmark_model`` with line edits,
-  hostile numbers, token soup and long hostile lines.
+  hostile numbers, token soup, long hostile lines and ``count=`` lines with any subset of fields;
+* ``device_profile``: ``load_profile`` on the shipped device profiles, edited, plus alias bombs,
+  deep nesting, huge integers and junk;
+* ``workspace_toml``: ``load_workspace`` on the shipped workspaces' ``nagkit.toml``, edited (seeds
+  and counts out of range, names and paths the OS refuses or cannot read), plus deep nesting,
+  huge integers and junk; an accepted workspace also reads the latency table it names;
+* ``config``: the last two together (issue 13's fourth parser).
 
 A failure is any exception other than nagkit's own error types, or a broken check (an accepted
 arch that does not round-trip, a table whose prediction is not finite, statistics a table would
@@ -21,7 +27,8 @@ refuse). Each input is timed in CPU time and wall time, with the garbage collect
 heap of hypothesis's bookkeeping would otherwise put multi-second full collections on random
 inputs) and after one untimed warm-up input (imports); the 20 costliest in CPU time are run
 again (best of 3 in wall time) so that the reported slowest time is the parser's, not a pause of
-the shared machine. Writes ``results.json`` beside this script with machine info.
+the shared machine. Writes ``results.json`` beside this script with machine info, after every
+parser (``complete`` says whether all of them ran).
 """
 
 from __future__ import annotations
@@ -75,8 +82,10 @@ def main() -> int:
 
     info = machine()
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    results = {}
-    for name in args.parser or list(PARSERS):
+    names = args.parser or list(PARSERS)
+    results: dict = {}
+    out: dict = {}
+    for name in names:
         camp = run_campaign(name, args.n, seed=args.seed)
         d = asdict(camp)
         d["non_nagkit_exceptions"] = d.pop("failure_count")
@@ -89,15 +98,24 @@ def main() -> int:
               f"error), {camp.failure_count} other exceptions, slowest {camp.slowest_s * 1e3:.1f} ms "
               f"(CPU {camp.slowest_cpu_s * 1e3:.1f} ms; wall during the run {camp.slowest_wall_s * 1e3:.1f} ms), "
               f"{camp.elapsed_s:.0f} s", flush=True)
-    out = {
-        "benchmark": "fuzz (issue 13)",
+        out = _report(args, info, started, results, complete=len(results) == len(names))
+        atomic_write_json(args.out, out)  # after every parser: a long run's results survive its interruption
+    print(f"wrote {args.out}: {'PASS' if out['passed'] else 'FAIL'}")
+    return 0 if out["passed"] else 1
+
+
+def _report(args, info: dict, started: str, results: dict, complete: bool) -> dict:
+    return {
+        "benchmark": "fuzz (issue 13; issue 35: device profiles and workspace TOML as parsers of their own)",
         "created": started,
         "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "complete": complete,
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
         "machine": info,
         "note": "shared 2-core VM with other jobs running, run under nice: 'slowest_wall_s' and 'over_1s_wall' "
-                "include pauses of the machine; 'slowest_cpu_s' is CPU time (garbage collector paused while an input runs); 'slowest_s' (the 20 costliest inputs "
-                "in CPU time, re-run) and 'over_1s_confirmed' are re-timed wall times, best of 3",
+                "include pauses of the machine; 'slowest_cpu_s' is CPU time (garbage collector paused while an input "
+                "runs); 'slowest_s' (the 20 costliest inputs in CPU time, re-run) and 'over_1s_confirmed' are "
+                "re-timed wall times, best of 3",
         "inputs_per_parser": args.n,
         "seed": args.seed,
         "acceptance": {"non_nagkit_exceptions": 0, "max_seconds_per_input": 1.0},
@@ -105,9 +123,6 @@ def main() -> int:
         "passed": all(r["non_nagkit_exceptions"] == 0 and r["over_1s_confirmed"] == 0 and r["inputs"] >= args.n
                       for r in results.values()),
     }
-    atomic_write_json(args.out, out)
-    print(f"wrote {args.out}: {'PASS' if out['passed'] else 'FAIL'}")
-    return 0 if out["passed"] else 1
 
 
 if __name__ == "__main__":
