@@ -30,6 +30,8 @@ from typing import Any
 from nagkit.app.workspace import Workspace, init_workspace, load_workspace, user_home, user_workspaces_dir
 from nagkit.devices.cpuinfo import named_cpu, same_cpu
 from nagkit.errors import ArtifactError, BadInputError, NagkitError
+from nagkit.io import read_input_file
+from nagkit.latency.table import MAX_TABLE_BYTES
 from nagkit.resources import LATENCY_TABLES
 
 log = logging.getLogger(__name__)
@@ -101,7 +103,8 @@ def find_device_table(device, space_name: str, precision: str = "fp32") -> Path 
             continue
         for f in sorted(d.glob("*.json")):
             try:
-                obj = json.loads(f.read_text(encoding="utf-8"))
+                # not a regular file (a FIFO) or too big: skipped (a nagkit error is a ValueError), never waited on
+                obj = json.loads(read_input_file(f, "latency table", max_bytes=MAX_TABLE_BYTES).decode("utf-8"))
                 sp = obj.get("space") or {}
                 name = sp.get("name") if isinstance(sp, dict) else sp
                 if name == space_name and obj.get("precision", "fp32") == precision \
