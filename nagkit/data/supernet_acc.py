@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from nagkit.errors import BadInputError
+from nagkit.errors import BadInputError, check_seed
 from nagkit.space import Arch, SearchSpace, get_space
 
 METHOD = "inherited weights + BN recalibration (train subset) + top-1 on split"
@@ -53,6 +53,8 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(out["eval_images"], int) or out["eval_images"] < 0:
         raise BadInputError(f"supernet accuracy eval_images must be an integer >= 0 (0 = the whole split), "
                             f"got {out['eval_images']!r}")
+    for k in ("val_seed", "calib_seed"):  # the one seed range (issue 35)
+        check_seed(out[k], f"accuracy_options.{k}", hint=f"fix accuracy_options.{k} in the workspace")
     if out["split"] not in ("val", "test"):
         raise BadInputError(f"supernet accuracy split {out['split']!r} is not valid; valid: val, test")
     if out["device"] not in ("cpu", "cuda") and not str(out["device"]).startswith("cuda:"):

@@ -149,3 +149,15 @@ def test_an_over_long_init_destination_and_toml_latency_table(tmp_path, capsys):
                              for ln in cfg.read_text().splitlines()) + "\n")
     r = run_cli_inproc(["generate", "-w", str(ws), "-b", "3"], capsys)
     _refused(r, "latency table", "255")
+
+
+@pytest.mark.parametrize("value", ["-1", str(2**40)])
+def test_accuracy_option_seeds_share_the_range(value, tmp_path, capsys):
+    """A supernet source's calib_seed reached numpy's default_rng unchecked (a raw ValueError, or a
+    seed no other entry accepts)."""
+    ws = tmp_path / "ws"
+    assert run_cli_inproc(["init", str(ws), "--from", "fmnist"], capsys).code == 0
+    cfg = ws / "nagkit.toml"
+    cfg.write_text(cfg.read_text().replace("[accuracy_options]\n", f"[accuracy_options]\ncalib_seed = {value}\n", 1))
+    r = run_cli_inproc(["generate", "-w", str(ws), "-b", "3"], capsys)
+    _refused(r, "accuracy_options.calib_seed", f"0..{SEED_MAX}")
