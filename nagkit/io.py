@@ -76,11 +76,12 @@ def atomic_torch_save(path: str | os.PathLike, obj: Any) -> Path:
 
 
 def check_out_path(path: str | os.PathLike, what: str = "--out") -> None:
-    """Refuse an output path below an existing file (``--out notes.txt/bundle``) before any work
-    is done: every existing ancestor of ``path`` must be a folder (issue 13 D5)."""
+    """Refuse an output path below an existing file (``--out notes.txt/bundle``), or one the OS
+    cannot take (too long, a NUL: :func:`path_problem`), before any work is done: every existing
+    ancestor of ``path`` must be a folder (issue 13 D5, issue 35)."""
     from nagkit.errors import BadInputError
 
-    p = Path(path)
+    p = check_path_text(path, what, hint=f"choose a shorter {what}")
     for anc in p.parents:
         if anc.exists() or anc.is_symlink():
             if not anc.is_dir():

@@ -47,11 +47,11 @@ def check_request(space, *, weights: str | None, random_init: bool, out: Path | 
         raise BadInputError(f"--out {str(out)!r} looks like a file name; --out is a folder "
                             f"(the files are written as {str(out.with_suffix(''))}/model.onnx, .../model.tflite)",
                             hint=f"use --out {str(out.with_suffix(''))}")
-    if out.exists() and not out.is_dir():
-        raise BadInputError(f"--out {str(out)!r} exists and is not a folder", hint="choose another --out")
     from nagkit.io import check_out_path
 
-    check_out_path(out)  # below an existing file (issue 13 D5)
+    check_out_path(out)  # too long for the OS, or below an existing file (issue 13 D5, issue 35)
+    if out.exists() and not out.is_dir():
+        raise BadInputError(f"--out {str(out)!r} exists and is not a folder", hint="choose another --out")
     if as_bundle:
         from nagkit.export.bundle import check_bundle_target
 

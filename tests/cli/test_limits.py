@@ -161,3 +161,15 @@ def test_accuracy_option_seeds_share_the_range(value, tmp_path, capsys):
     cfg.write_text(cfg.read_text().replace("[accuracy_options]\n", f"[accuracy_options]\ncalib_seed = {value}\n", 1))
     r = run_cli_inproc(["generate", "-w", str(ws), "-b", "3"], capsys)
     _refused(r, "accuracy_options.calib_seed", f"0..{SEED_MAX}")
+
+
+@pytest.mark.parametrize("cmd", ["build", "export", "dataset", "finetune"])
+def test_an_over_long_out_is_one_short_line(cmd, tmp_path, capsys):
+    argv = {"build": ["build", "--budget", "3", "-w", "fmnist"], "dataset": ["dataset", "-w", "fmnist", "--n", "3"],
+            "export": ["export", "--space", "fmnist-mbv3-w0.5", "--arch", ARCH, "--random-init"],
+            "finetune": ["finetune", "-w", "fmnist", "--arch", ARCH, "--epochs", "1", "--data", str(tmp_path)]}[cmd]
+    r = run_cli_inproc([*argv, "--out", str(tmp_path / ("o" * 300))], capsys)
+    _refused(r, "--out", "255", "...")
+    assert "o" * 200 not in r.err  # echoed shortened
+    assert list(tmp_path.iterdir()) == []
+    _no_user_workspaces()
