@@ -176,6 +176,10 @@ BAD_TOML = [
     ("long unknown key", BASE.replace("seed = 0\n", "seed = 0\n" + "k" * 100_000 + " = 1\n", 1).encode(),
      "unknown key(s) 'kkkk"),
     ("deep", BASE.encode() + b"\n[x]\ndeep = " + b"[" * 20_000 + b"]" * 20_000 + b"\n", "nests too deeply"),
+    ("100 KB name", BASE.replace('name = "tiny"\nlatency', 'name = "' + "x" * 100_000 + '"\nlatency', 1).encode(),
+     "'name' is 100,000 characters long"),
+    ("seed -1", BASE.replace("seed = 0\n", "seed = -1\n", 1).encode(), "'seed' -1 is not in 0..4294967295"),
+    ("over 1 MiB", BASE.encode() + b"#" * (1 << 20), "nagkit reads at most 1,048,576"),
 ]
 
 

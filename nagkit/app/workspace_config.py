@@ -50,6 +50,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 _TABLE_KEYS = ("artifacts", "accuracy_options", "budgets", "dataset", "evaluator", "generator", "frontier",
                "inference")
 _DATASET_N_MAX = DATASET_N_MAX
+_NAME_MAX = 255
 
 
 def _check_types(cfg: dict[str, Any], where: str) -> None:
@@ -62,6 +63,9 @@ def _check_types(cfg: dict[str, Any], where: str) -> None:
         if key in cfg and not isinstance(cfg[key], str):
             raise BadInputError(f"{where}: {key!r} must be a string, got {short_repr(cfg[key])}",
                                 hint=f"fix `{key}` in {where}")
+    if len(cfg.get("name", "")) > _NAME_MAX:  # a name is echoed in messages: bounded (issue 35)
+        raise BadInputError(f"{where}: 'name' is {len(cfg['name']):,} characters long; at most {_NAME_MAX}",
+                            hint=f"fix `name` in {where}")
     for k, v in cfg.get("artifacts", {}).items():
         if not isinstance(v, str) or not v:
             raise BadInputError(f"{where} [artifacts]: {k!r} must be a non-empty file name, got {short_repr(v)}",
