@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from nagkit.cli.options import (FINITE, POSITIVE, BoundedInt, device_option, emit, json_option, seed_flag, seed_option,
-                                space_option, verbosity_option)
+                                verbosity_option)
 
 lut_option = click.option("--lut", "lut_path", required=True, type=click.Path(dir_okay=False),
                           help="Latency table (JSON).")

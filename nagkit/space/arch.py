@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nagkit.errors import ArchError, BadInputError, short_repr
+from nagkit.errors import ArchError, short_repr
 
 #: Every number in an arch (resolution, kernel, expand ratio, depth) is below this.
 MAX_VALUE = 1_000_000
