@@ -180,6 +180,9 @@ BAD_TOML = [
      "'name' is 100,000 characters long"),
     ("seed -1", BASE.replace("seed = 0\n", "seed = -1\n", 1).encode(), "'seed' -1 is not in 0..4294967295"),
     ("over 1 MiB", BASE.encode() + b"#" * (1 << 20), "nagkit reads at most 1,048,576"),
+    # found by the issue 35 fuzz run: a long [artifacts] key with a bad value was echoed whole (5,906 characters)
+    ("long artifact key", BASE.replace("seed = 0\n", "seed = 0\n[artifacts]\n" + "k9" * 3000 + " = 70\n", 1).encode(),
+     "[artifacts]: 'k9k9"),
 ]
 
 

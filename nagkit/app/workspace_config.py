@@ -68,7 +68,8 @@ def _check_types(cfg: dict[str, Any], where: str) -> None:
                             hint=f"fix `name` in {where}")
     for k, v in cfg.get("artifacts", {}).items():
         if not isinstance(v, str) or not v:
-            raise BadInputError(f"{where} [artifacts]: {k!r} must be a non-empty file name, got {short_repr(v)}",
+            raise BadInputError(f"{where} [artifacts]: {short_repr(k, 60)} must be a non-empty file name, got "
+                                f"{short_repr(v)}",
                                 hint=f"e.g. {k} = {_default_artifact(k)!r}" if k in _ARTIFACT_KEYS else None)
     for k, v in cfg.get("dataset", {}).items():
         lo = 1 if k == "n" else 0
