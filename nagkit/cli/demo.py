@@ -26,12 +26,11 @@ def golden_export_demo(out: Path) -> int:
 
 
 def default_demo() -> int:
-    from nagkit.app.demo import WORKSPACE, default_budget, run_default
+    from nagkit.app.demo import default_budget, demo_command, run_default
 
     budget, grid = default_budget()
     out = ROOT / "out" / f"demo-{budget:g}ms"
-    print(f"demo: nagkit build --workspace {WORKSPACE} --budget {budget:g} --export tflite,onnx --device cpu "
-          f"--out {out} --force", file=sys.stderr)
+    print(f"demo: {demo_command(budget)} --out {out} --force", file=sys.stderr)
     r = run_default(out, budget, say=lambda line: print(line, file=sys.stderr, flush=True))
     m = r["measured"] or {}
     print(f"bundle     {r['bundle']} (+ {r['zip']})")
