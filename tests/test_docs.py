@@ -71,7 +71,7 @@ def readme_demo_transcript() -> tuple[str, list[str]]:
     assert block, "README.md has no ```text block starting with `$ make demo`"
     head = re.search(r"```text\n\$ make demo\s+# = (nagkit build [^\n]+?), then test accuracy\n", text)
     assert head, "the README's `$ make demo` line should say `# = nagkit build ..., then test accuracy`"
-    lines = [ln for ln in block.group(1).splitlines() if not ln.startswith("demo: ")]
+    lines = [ln for ln in block.group(1).splitlines() if not ln.startswith(("demo: ", "build: "))]
     return head.group(1), lines
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_docs import readme_demo_transcript
+
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
@@ -89,6 +91,14 @@ def test_make_demo_runs_without_shared(clone, cli_env):
     assert "golden" not in p.stderr and "accuracy" in p.stdout and "measured" in p.stdout
     # a clean console: only nagkit's own lines (no absl, oneDNN, pytree or XNNPACK notices)
     assert all(ln.startswith(("demo: ", "build: ", "warning: ")) for ln in err[1:]), p.stderr
+    # the README's transcript is this output: the same command and the same lines, label by label
+    command, readme_lines = readme_demo_transcript()
+    assert err[1].startswith(f"demo: {command} --out out/demo-") and err[1].endswith(" --force"), (err[1], command)
+
+    def labels(lines):
+        return [ln.split()[0] for ln in lines if ln.strip() and not ln.startswith(" ")]
+
+    assert labels(p.stdout.splitlines()) == labels(readme_lines), (p.stdout, readme_lines)
 
 
 def test_generate_on_ofa_note10_without_shared(clone, cli_env):
