@@ -21,9 +21,12 @@ ROOT = Path(__file__).resolve().parents[1]
 def pytest_configure(config):
     """On an xdist worker (`make test` runs two), torch, OpenMP and the processes a test starts
     use one intra-op thread: two workers of two threads each on the 2-core CI machine would
-    oversubscribe it (OpenMP's spinning threads then slow every test)."""
+    oversubscribe it (OpenMP's spinning threads then slow every test). For the same reason a
+    profile converts with one process unless a test asks for more (``NAGKIT_JOBS=1``: in the
+    test's own process, which has torch and litert-torch imported, instead of two new workers
+    that import them again)."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NAGKIT_JOBS"):
             os.environ[var] = "1"
         import sys
 

@@ -52,6 +52,7 @@ def phone(tmp_path, cli_env, request):
     install_runner = getattr(request, "param", True)
     env = dict(cli_env, ADB_SERVER_SOCKET=f"tcp:localhost:{_free_port()}", NAGKIT_CACHE=str(tmp_path / "cache"))
     env.pop("ANDROID_SERIAL", None)
+    env.pop("NAGKIT_JOBS", None)  # the literal command: as many conversion processes as this machine has cores
     adbd = LoopbackAdbd(tmp_path / "sandbox", port=0, install_runner=install_runner, time_scale=0.05)
     adbd.opened_services = _Stamped()
     with adbd:
