@@ -1,5 +1,7 @@
-"""Shared fixtures. Markers (slow, gpu, adb) are registered in pyproject.toml; gpu tests are
-skipped in one place here when no CUDA device is present."""
+"""Shared fixtures. Markers (slow, gpu, adb, shared_data) are registered in pyproject.toml; gpu
+tests are skipped in one place here when no CUDA device is present, and tests marked
+``shared_data`` (tests/shared_data.py) when the data outside the repository is missing: skipped
+with the path and the setting that provides it, or failed under ``NAGKIT_REQUIRE_SHARED=1`` (CI)."""
 
 from __future__ import annotations
 
@@ -10,19 +12,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests import shared_data
+from tests.shared_data import BENCHMARK_MODEL, GOLDEN, NOTE10, SHARED  # noqa: F401 - tests import them from here
+
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = (ROOT / ".." / "shared").resolve()
-GOLDEN = SHARED / "data" / "ofa-golden"
-NOTE10 = SHARED / "data" / "ofa-note10"
-BENCHMARK_MODEL = SHARED / "data" / "benchmark_model"
 
 
 def pytest_configure(config):
     """On an xdist worker (`make test` runs two), torch, OpenMP and the processes a test starts
     use one intra-op thread: two workers of two threads each on the 2-core CI machine would
-    oversubscribe it (OpenMP's spinning threads then slow every test)."""
+    oversubscribe it (OpenMP's spinning threads then slow every test). For the same reason a
+    profile converts with one process unless a test asks for more (``NAGKIT_JOBS=1``: in the
+    test's own process, which has torch and litert-torch imported, instead of two new workers
+    that import them again)."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NAGKIT_JOBS"):
             os.environ[var] = "1"
         import sys
 
@@ -41,6 +45,38 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords and not has_cuda:
             item.add_marker(skip_gpu)
+        absent = _absent_shared(item)
+        if absent and not shared_data.required():
+            item.add_marker(pytest.mark.skip(reason=shared_data.reason(absent)))
+
+
+def _absent_shared(item) -> list[str]:
+    paths = tuple(p for m in item.iter_markers(shared_data.MARKER) for p in m.args)
+    return shared_data.missing(paths)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Under NAGKIT_REQUIRE_SHARED=1 (.ci/run) a test whose shared data is missing fails (an
+    error in its set-up, before any fixture reads the data) instead of skipping."""
+    if shared_data.required() and (absent := _absent_shared(item)):
+        pytest.fail(f"{shared_data.REQUIRE_ENV}=1 and this test " + shared_data.reason(absent), pytrace=False)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Name every test skipped for missing shared data, and how to provide it."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", [])
+               if isinstance(r.longrepr, tuple) and shared_data.SKIP_PREFIX in str(r.longrepr[2])]
+    if not skipped:
+        return
+    terminalreporter.section(f"{len(skipped)} tests skipped: shared data missing")
+    by_reason: dict[str, list[str]] = {}
+    for r in skipped:
+        by_reason.setdefault(r.longrepr[2].removeprefix("Skipped: "), []).append(r.nodeid)
+    for why, ids in sorted(by_reason.items()):
+        terminalreporter.line(why)
+        for nodeid in sorted(ids):
+            terminalreporter.line(f"  {nodeid}")
 
 
 @pytest.fixture(autouse=True)
@@ -59,13 +95,6 @@ def _restore_rng_state():
 def _user_home(tmp_path_factory, monkeypatch):
     """Each test's user workspaces ($NAGKIT_HOME) in a folder of its own, never ~/.local/share."""
     monkeypatch.setenv("NAGKIT_HOME", str(tmp_path_factory.mktemp("nagkit-home")))
-
-
-@pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    if not SHARED.is_dir():
-        pytest.fail(f"../shared is missing next to the project root ({SHARED})")
-    return SHARED
 
 
 @pytest.fixture

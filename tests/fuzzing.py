@@ -36,11 +36,10 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from nagkit.errors import NagkitError
+from tests.shared_data import BENCHMARK_MODEL
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCHMARK_SAMPLES = ROOT.parent / "shared" / "data" / "benchmark_model"
-if not BENCHMARK_SAMPLES.is_dir():  # the checkout may live elsewhere; the shared data is at a fixed place
-    BENCHMARK_SAMPLES = Path("/work/shared/data/benchmark_model")
+BENCHMARK_SAMPLES = BENCHMARK_MODEL  # ../shared's samples or $NAGKIT_SHARED_DIR's (tests/shared_data.py)
 MESSAGE_MAX = 600  # the first line of any refusal stays this short, whatever the input
 
 

@@ -18,6 +18,15 @@ from pathlib import Path
 from typing import Any
 
 WORKSPACE = "fmnist"
+FORMATS = "tflite,onnx"
+DEVICE = "cpu"
+
+
+def demo_command(budget: float) -> str:
+    """The ``nagkit build`` command the demo runs for ``budget`` (without ``--out``/``--force``):
+    :func:`run_default` builds with exactly these settings, the demo prints it, and the README's
+    ``make demo`` transcript quotes it (``tests/test_docs.py`` holds the two together)."""
+    return f"nagkit build --workspace {WORKSPACE} --budget {budget:g} --export {FORMATS} --device {DEVICE}"
 
 
 def default_workspace_ready() -> bool:
@@ -49,8 +58,8 @@ def run_default(out: Path, budget: float, say=None) -> dict[str, Any]:
     from nagkit.app.workspace import load_workspace
 
     ws = load_workspace(WORKSPACE)
-    res = build(budget, workspace=ws, options=BuildOptions(device_spec="cpu", formats="tflite,onnx", out=out,
-                                                           force=True), say=say)
+    res = build(budget, workspace=ws, options=BuildOptions(device_spec=DEVICE, formats=FORMATS, out=out, force=True),
+                say=say)
     test = next(a for a in res.accuracies if a["split"].startswith("test"))
     acc, n, secs = test["value"], test["images"], res.timings_s.get("accuracy", 0.0)
     result = dict(res.to_dict(), test_accuracy=acc, test_images=n, test_seconds=secs)

@@ -25,16 +25,24 @@ def golden_export_demo(out: Path) -> int:
     return main(golden_export_args(ROOT, out))
 
 
+def _shown(path: Path | str) -> str:
+    """``path`` relative to the current folder when it lies below it (``make demo`` runs in the
+    repository root, so the README's transcript reads ``out/...``), else as it is."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def default_demo() -> int:
-    from nagkit.app.demo import WORKSPACE, default_budget, run_default
+    from nagkit.app.demo import default_budget, demo_command, run_default
 
     budget, grid = default_budget()
     out = ROOT / "out" / f"demo-{budget:g}ms"
-    print(f"demo: nagkit build --workspace {WORKSPACE} --budget {budget:g} --export tflite,onnx --device cpu "
-          f"--out {out} --force", file=sys.stderr)
+    print(f"demo: {demo_command(budget)} --out {_shown(out)} --force", file=sys.stderr)
     r = run_default(out, budget, say=lambda line: print(line, file=sys.stderr, flush=True))
     m = r["measured"] or {}
-    print(f"bundle     {r['bundle']} (+ {r['zip']})")
+    print(f"bundle     {_shown(r['bundle'])} (+ {_shown(r['zip'])})")
     print(f"arch       {r['arch']}")
     print(f"budget     {budget:g} ms   generator range {grid.lo:.2f}..{grid.hi:.2f} ms")
     print(f"predicted  {r['predicted_ms']:.3f} ms (latency table from the reference CPU, LiteRT 1 thread)")

@@ -184,7 +184,19 @@ def convert_task(task: tuple) -> str:
     return path
 
 
+JOBS_ENV = "NAGKIT_JOBS"
+
+
 def default_jobs() -> int:
+    """Conversion processes when none are asked for (``--jobs``): ``$NAGKIT_JOBS``, else the usable
+    cores. One job converts in this process, with no worker to start (each imports torch and
+    litert-torch, ~8 s of CPU): what a CI runner that already runs one job per core wants."""
+    env = os.environ.get(JOBS_ENV, "").strip()
+    if env:
+        if not env.isdigit() or not 1 <= int(env) <= 64:
+            raise BadInputError(f"${JOBS_ENV} must be a number of conversion processes from 1 to 64, got {env[:40]!r}",
+                                hint=f"unset {JOBS_ENV} to use one per usable core")
+        return int(env)
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux

@@ -15,7 +15,7 @@ from PIL import Image
 from nagkit.images.fmnist import load_split
 
 from ..cli.helpers import run_cli, run_cli_inproc
-from ..conftest import GOLDEN
+from ..shared_data import GOLDEN, needs_shared
 
 CLASSES = {0: "tshirt", 1: "trouser", 8: "bag"}
 
@@ -74,6 +74,7 @@ def _litert_val_accuracy(bundle, folder) -> float:
     return correct / n
 
 
+@needs_shared(GOLDEN)
 @pytest.mark.slow
 @pytest.mark.usefixtures("one_thread")
 def test_ofa_subnet_finetuned_on_an_image_folder(folder, tmp_path):

@@ -113,7 +113,7 @@ def test_an_fp16_build_quantized_after_says_so_and_holds_float16_weights(tmp_pat
     n = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        res = build(3.0, workspace="fmnist", options=BuildOptions(formats="tflite-fp16", quantize_after=True,
+        res = build(0.8, workspace="fmnist", options=BuildOptions(formats="tflite-fp16", quantize_after=True,
                                                                   accuracy="never", out=tmp_path / "b",
                                                                   weights=str(sn)))
     finally:

@@ -10,10 +10,10 @@ from nagkit.data.accuracy import (AccuracySource, CallableAccuracySource, ofa_ba
 from nagkit.data.synthetic import tiny_space
 from nagkit.errors import BadInputError, CheckpointError, NagkitError, UnknownNameError
 from nagkit.space import get_space, sample_many
+from nagkit.resources import OFA
 from nagkit.space.encoding import ofa_predictor_encoding
-from tests.conftest import NOTE10
 
-PREDICTOR = NOTE10 / "acc_predictor.pth"
+PREDICTOR = OFA / "acc_predictor.pth"  # the package's copy of OFA's predictor (the same file as ../shared's)
 
 
 def test_spec_needs_scheme_and_known_scheme():
@@ -74,7 +74,6 @@ def test_batch_encoding_matches_reference_encoding():
     np.testing.assert_array_equal(ofa_batch_encoding(sp, archs), ref)
 
 
-@pytest.mark.skipif(not PREDICTOR.is_file(), reason="needs ../shared/data/ofa-note10/acc_predictor.pth")
 def test_ofa_predictor_gives_imagenet_like_fractions_and_prefers_bigger_nets():
     sp = get_space("ofa-mbv3-w1.2")
     src = open_accuracy_source(f"ofa-predictor:{PREDICTOR}", sp)

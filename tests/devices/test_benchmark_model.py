@@ -3,8 +3,6 @@ against the documented output shapes that have no sample (built from their forma
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -17,24 +15,25 @@ from nagkit.devices.benchmark_model import (
 from nagkit.errors import ProfileParseError
 from nagkit.latency.table import stats_problem
 from tests.fuzzing import benchmark_outputs, check_benchmark, fuzz_examples, no_hang, run_campaign
+from tests.shared_data import BENCHMARK_MODEL as DATA
+from tests.shared_data import needs_shared
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "benchmark_model"
-if not DATA.is_dir():  # the checkout may live elsewhere; the shared data is at a fixed place
-    DATA = Path("/work/shared/data/benchmark_model")
+samples = needs_shared(DATA)  # the tests reading the real outputs (the fuzz tests start from them too)
 
 
 def sample(prefix: str) -> str:
     files = sorted(DATA.glob(f"{prefix}_*.txt"))
-    if not files:
-        pytest.skip(f"sample {prefix} not found under {DATA}")
+    assert files, f"sample {prefix} not found under {DATA}"
     return files[0].read_text()
 
 
+@samples
 def test_every_sample_is_covered_by_a_test():
     names = {p.name[:2] for p in DATA.glob("*.txt")}
     assert names == {"01", "02", "03", "04", "05", "08", "09", "10", "11", "12", "13"}
 
 
+@samples
 def test_01_oldest_style_no_stats():
     r = parse_benchmark_output(sample("01"))
     assert r.summary_style == "old"
@@ -52,6 +51,7 @@ def test_01_oldest_style_no_stats():
     assert s.min_ms <= s.p10_ms <= s.median_ms <= s.p90_ms <= 143.416
 
 
+@samples
 def test_02_two_runs_second_cut_off():
     text = sample("02")
     with pytest.raises(ProfileParseError, match="run 2 of 2: no timing summary") as ei:
@@ -65,6 +65,7 @@ def test_02_two_runs_second_cut_off():
     assert to_latency_stats(run).median_ms == pytest.approx(66.7676)
 
 
+@samples
 def test_03_old_style_with_op_profiling_tables():
     r = parse_benchmark_output(sample("03"))
     assert (r.init_us, r.warmup_avg_us, r.inference_avg_us) == (18764, 395037, 394183)
@@ -87,6 +88,7 @@ def test_03_old_style_with_op_profiling_tables():
     assert r.inference.avg_us == 394183
 
 
+@samples
 def test_04_old_profiler_summary_only():
     r = parse_benchmark_output(sample("04"))
     assert (r.init_us, r.warmup_avg_us, r.inference_avg_us) == (38467, 83235, 79760.9)
@@ -97,6 +99,7 @@ def test_04_old_profiler_summary_only():
         to_latency_stats(r)
 
 
+@samples
 def test_05_new_style_peak_memory_two_profiling_sections():
     r = parse_benchmark_output(sample("05"))
     assert r.summary_style == "new"
@@ -113,6 +116,7 @@ def test_05_new_style_peak_memory_two_profiling_sections():
     assert s.median_ms == pytest.approx(12.2805) and s.n == 82 and not s.noisy
 
 
+@samples
 def test_08_sci_notation_memdelta():
     r = parse_benchmark_output(sample("08"))
     assert r.inference_avg_us == 2.95034e06 and r.inference.avg_us == 2950340.0
@@ -128,6 +132,7 @@ def test_08_sci_notation_memdelta():
     assert s.noisy  # 1.349 * 109.8 / 2950 > 5%
 
 
+@samples
 def test_09_info_prefix_no_percentiles():
     r = parse_benchmark_output(sample("09"))
     assert (r.init_us, r.first_inference_us, r.warmup_avg_us, r.inference_avg_us) == (530, 124020, 117225, 116066)
@@ -136,6 +141,7 @@ def test_09_info_prefix_no_percentiles():
     assert median_basis(r) == "avg" and to_latency_stats(r).median_ms == pytest.approx(116.066)
 
 
+@samples
 def test_10_percentiles_on_main_run():
     r = parse_benchmark_output(sample("10"))
     inf = r.inference
@@ -149,6 +155,7 @@ def test_10_percentiles_on_main_run():
     assert 1238.753 < s.p10_ms < s.median_ms < s.p90_ms < 1247.415
 
 
+@samples
 def test_11_xnnpack_delegate_android():
     r = parse_benchmark_output(sample("11"))
     assert (r.init_us, r.inference_avg_us) == (102320, 699438)
@@ -162,6 +169,7 @@ def test_11_xnnpack_delegate_android():
     assert s.median_ms == pytest.approx(576.856) and s.noisy
 
 
+@samples
 def test_12_two_delegates():
     r = parse_benchmark_output(sample("12"))
     assert (r.init_us, r.first_inference_us, r.warmup_avg_us, r.inference_avg_us) == (5664363, 328140, 319036, 309350)
@@ -172,6 +180,7 @@ def test_12_two_delegates():
     assert to_latency_stats(r).median_ms == pytest.approx(307.968)
 
 
+@samples
 def test_13_gpu_delegate_failure_raises_quoting_output():
     with pytest.raises(ProfileParseError, match="Failed to build program executable") as ei:
         parse_benchmark_output(sample("13"))
@@ -254,6 +263,7 @@ def test_two_complete_runs_need_parse_runs():
     assert [r.inference.count for r in parse_benchmark_runs(NEW_OK + NEW_OK)] == [60, 60]
 
 
+@samples
 @pytest.mark.parametrize("prefix", ["03", "05", "08"])
 def test_retyped_tables_without_tabs_parse_the_same(prefix):
     """Samples copied by hand lose their tabs; the tables must still parse row for row."""
@@ -368,12 +378,14 @@ def test_issue35_a_single_run_without_min_max_or_curr(line):
 # ---- property tests (hypothesis; issue 13) ------------------------------------------------
 
 
+@samples
 @given(benchmark_outputs())
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_parser_returns_statistics_a_table_accepts_or_a_parse_error(text):
     check_benchmark(text)
 
 
+@samples
 @pytest.mark.slow
 def test_parser_long_fuzz_run():
     """NAGKIT_FUZZ_EXAMPLES inputs (default 500; benchmarks/fuzz/run_fuzz.py runs 100,000)."""

@@ -143,10 +143,13 @@ def test_existing_bundle_needs_force(exported, tmp_path):
         write_bundle(out, res.paths, _manifest(exported, budget_ms=6.0))
     assert "--force" in ei.value.hint
     assert json.loads((out / "manifest.json").read_text())["budget_ms"] == 5.0  # untouched
-    (out / "stale.txt").write_text("from the old bundle")
+    (out / "stale.txt").write_text("a file the user put there")
+    with pytest.raises(BadInputError, match="stale.txt"):  # --force replaces only what nagkit wrote (decisions 36)
+        write_bundle(out, res.paths, _manifest(exported, budget_ms=6.0), force=True)
+    assert (out / "stale.txt").is_file() and json.loads((out / "manifest.json").read_text())["budget_ms"] == 5.0
+    (out / "stale.txt").unlink()
     second = write_bundle(out, res.paths, _manifest(exported, budget_ms=6.0), force=True)
     assert json.loads((out / "manifest.json").read_text())["budget_ms"] == 6.0
-    assert not (out / "stale.txt").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b", "b.zip"]
     assert first.manifest["files"] == second.manifest["files"]
     # a zip alone also blocks

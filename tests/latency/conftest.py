@@ -9,7 +9,9 @@ from nagkit.latency.table import LatencyTable
 from nagkit.space import SearchSpace
 from nagkit.space.counts import layer_macs
 
-NOTE10_DIR = "/work/shared/data/ofa-note10/note10_lut"
+from tests.shared_data import NOTE10
+
+NOTE10_DIR = str(NOTE10 / "note10_lut")  # OFA's YAML tables (tests reading them are marked needs_shared)
 
 
 def make_tiny_space(**over) -> SearchSpace:

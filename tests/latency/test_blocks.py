@@ -60,3 +60,19 @@ def test_tflite_cache_converts_once(lat_space, tmp_path):
     assert again.hits == 2 and again.misses == 0
     assert {k: os.stat(p).st_mtime_ns for k, p in paths.items()} == mtimes
     assert "litert-torch" in again.versions
+
+
+def test_default_conversion_jobs_follow_nagkit_jobs(monkeypatch):
+    """$NAGKIT_JOBS sets how many conversion processes a profile starts when --jobs is not given
+    (the suite's xdist workers set 1: one per core, as OMP_NUM_THREADS); unset: the usable cores."""
+    from nagkit.errors import BadInputError
+    from nagkit.latency.blocks import default_jobs
+
+    monkeypatch.delenv("NAGKIT_JOBS", raising=False)
+    assert default_jobs() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("NAGKIT_JOBS", "3")
+    assert default_jobs() == 3
+    for bad in ("0", "two", "-1", "65"):
+        monkeypatch.setenv("NAGKIT_JOBS", bad)
+        with pytest.raises(BadInputError, match="NAGKIT_JOBS must be a number of conversion processes"):
+            default_jobs()

@@ -15,6 +15,9 @@ from nagkit.latency.table import LatencyTable
 from nagkit.space import get_space, sample_many
 from tests.cli.helpers import run_cli
 from tests.latency.conftest import NOTE10_DIR
+from tests.shared_data import needs_shared
+
+note10_yaml = needs_shared(NOTE10_DIR)
 
 COMMITTED = Path(__file__).resolve().parents[2] / "nagkit" / "resources" / "latency_tables" / "note10.json"
 
@@ -72,6 +75,7 @@ def committed():
     return LatencyTable.load(COMMITTED)
 
 
+@note10_yaml
 def test_committed_note10_equals_a_fresh_import(committed, space):
     fresh = import_ofa(NOTE10_DIR, space)
     assert fresh.entries == committed.entries
@@ -85,6 +89,7 @@ def test_smallest_and_largest_match_ofa(committed, space):
         (committed.predict(space, space.smallest(160)), committed.predict(space, space.largest(224))))
 
 
+@note10_yaml
 def test_random_archs_match_an_independent_sum_over_the_yaml(committed, space, yamls):
     archs = sample_many(space, 200, seed=7)
     ours = committed.predict_many(space, archs)
@@ -111,6 +116,7 @@ def test_missing_folder_hint_names_no_machine_path(tmp_path, space):
     assert not re.search(r"(^|[\s'\"(])/[A-Za-z]", ei.value.hint), ei.value.hint
 
 
+@note10_yaml
 def test_cli_predict_accepts_ofa_dict_and_string(space, cli_env, yamls):
     arch = sample_many(space, 1, seed=11)[0]
     ofa = space.to_ofa_dict(arch)
@@ -123,6 +129,7 @@ def test_cli_predict_accepts_ofa_dict_and_string(space, cli_env, yamls):
     assert out["calibrated"] is False
 
 
+@note10_yaml
 def test_import_refuses_wrong_space(tmp_path):
     from nagkit.errors import ArtifactError
 
@@ -130,6 +137,7 @@ def test_import_refuses_wrong_space(tmp_path):
         import_ofa(NOTE10_DIR, get_space("ofa-mbv3-w1.0").replace(resolutions=(160, 224)))
 
 
+@note10_yaml
 def test_cli_import_and_show(tmp_path, capsys, committed):
     from tests.cli.helpers import run_cli_inproc
 

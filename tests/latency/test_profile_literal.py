@@ -1,7 +1,12 @@
 """`nagkit profile --device adb:SERIAL` as the design card writes it, against the loopback ADB
 device registered with Debian's `adb connect` (a running adb server, on a private port):
 nagkit goes through the server, contacts the device before the first conversion, and with the
-benchmark binary missing fails before converting anything, naming the fix."""
+benchmark binary missing fails before converting anything, naming the fix.
+
+The space profiled is the default workspace's (`fmnist-mbv3-w0.5`: its stages, widths, strides,
+SE and activations, so every kind of block) narrowed to one kernel and one expand ratio at r=28:
+16 unique blocks instead of 96, each converted and measured for real; the count does not change
+what is checked (the pipeline, the order of contact and conversion, the progress lines)."""
 
 from __future__ import annotations
 
@@ -14,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from nagkit.latency.blocks import unique_layers
 from nagkit.latency.table import LatencyTable
+from nagkit.space.presets import get_space
 
 from tests.adb_helpers import ADB, ADB_MARKS
 from tests.adb_helpers import free_port as _free_port
@@ -45,6 +52,7 @@ def phone(tmp_path, cli_env, request):
     install_runner = getattr(request, "param", True)
     env = dict(cli_env, ADB_SERVER_SOCKET=f"tcp:localhost:{_free_port()}", NAGKIT_CACHE=str(tmp_path / "cache"))
     env.pop("ANDROID_SERIAL", None)
+    env.pop("NAGKIT_JOBS", None)  # the literal command: as many conversion processes as this machine has cores
     adbd = LoopbackAdbd(tmp_path / "sandbox", port=0, install_runner=install_runner, time_scale=0.05)
     adbd.opened_services = _Stamped()
     with adbd:
@@ -56,9 +64,16 @@ def phone(tmp_path, cli_env, request):
             subprocess.run([ADB, "kill-server"], env=env, capture_output=True, timeout=30)
 
 
+def small_default_space():
+    """The default workspace's space with one kernel (3) and one expand ratio (3), at r=28."""
+    return get_space("fmnist-mbv3-w0.5").replace(name="fmnist-k3e3", ks_list=(3,), expand_list=(3,),
+                                                 resolutions=(28,))
+
+
 def _profile(serial: str, env: dict, cwd: Path, *extra: str, timeout: float = 1500) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "nagkit", "profile", "--device", f"adb:{serial}", "--space", "fmnist-mbv3-w0.5",
-           "--resolutions", "28", *extra]
+    space = cwd / "fmnist-k3e3.json"
+    space.write_text(json.dumps(small_default_space().to_dict()))
+    cmd = [sys.executable, "-m", "nagkit", "profile", "--device", f"adb:{serial}", "--space", space.name, *extra]
     return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
@@ -70,23 +85,27 @@ def test_profile_literally_through_the_adb_server(phone, tmp_path):
     p = _profile(serial, env, work, "--json")
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.loads(p.stdout)
-    out = work / "latency_tables" / "nagkit-loopback-tflite-fmnist-mbv3-w0.5.json"
-    assert Path(res["out"]) == Path("latency_tables/nagkit-loopback-tflite-fmnist-mbv3-w0.5.json")
+    out = work / "latency_tables" / "nagkit-loopback-tflite-fmnist-k3e3.json"
+    assert Path(res["out"]) == Path("latency_tables/nagkit-loopback-tflite-fmnist-k3e3.json")
     assert f"table    {res['out']}" in p.stderr  # the default path is printed before the work
     assert "ready to measure" in p.stderr.split("table    ")[0]
     # progress on a pipe: plain lines, the last one the whole count, no bar drawing
-    assert re.search(r"^profile adb:\S+: 96/96 \(100%\), \d+ s$", p.stderr, re.M), p.stderr[-3000:]
+    small = unique_layers(small_default_space())
+    full = unique_layers(get_space("fmnist-mbv3-w0.5"), [28])
+    assert {(b.kind, b.se, b.act) for b in small.values()} == {(b.kind, b.se, b.act) for b in full.values()}
+    n = len(small)  # 16 blocks, every kind of the default space's 96 at r=28
+    assert re.search(rf"^profile adb:\S+: {n}/{n} \(100%\), \d+ s$", p.stderr, re.M), p.stderr[-3000:]
     assert "\r" not in p.stderr and "\x1b" not in p.stderr
     table = LatencyTable.load(out)
-    assert len(table.entries) == res["entries"] == res["measured"] == 96 and table.resolutions == (28,)
+    assert len(table.entries) == res["entries"] == res["measured"] == n and table.resolutions == (28,)
     assert table.device["transport"] == "adb-server" and table.device["model"] == "nagkit-loopback"
     assert table.provenance["pipelined"] is True
     # the device was contacted before the first conversion was written
     first_contact = adbd.opened_services.times[0]
     converted = [f.stat().st_mtime for f in (tmp_path / "cache").rglob("*.tflite")]
-    assert len(converted) == 96 and first_contact < min(converted)
+    assert len(converted) == n and first_contact < min(converted)
     ran = [s for s in adbd.opened_services if "benchmark_model" in s and "--graph=" in s]
-    assert len(ran) == 96
+    assert len(ran) == n
 
 
 @pytest.mark.parametrize("phone", [False], indirect=True)

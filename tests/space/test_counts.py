@@ -9,7 +9,7 @@ from nagkit.space.encoding import ofa_predictor_encoding, onehot_dim, onehot_enc
 from nagkit.space.sampling import sample_many
 from nagkit.supernet import OFAMobileNetV3
 
-from ..conftest import GOLDEN
+from ..shared_data import GOLDEN, needs_shared
 
 
 def hook_macs(model: torch.nn.Module, x: torch.Tensor) -> int:
@@ -48,6 +48,7 @@ def test_params_equal_extracted_subnet_and_macs_match_hooks(space_name):
         assert abs(sp.macs(arch) - hm) <= 0.01 * hm
 
 
+@needs_shared(GOLDEN)
 def test_params_match_ofa_golden_counts():
     sp = get_space("ofa-mbv3-w1.0")
     for c in json.loads((GOLDEN / "golden_cases.json").read_text()):

@@ -8,9 +8,10 @@ import torch
 from nagkit.space import get_space
 from nagkit.supernet import OFAMobileNetV3, StaticNet, load_supernet
 
-from ..conftest import GOLDEN
+from ..shared_data import GOLDEN, needs_shared, read_json
 
-CASES = json.loads((GOLDEN / "golden_cases.json").read_text())
+pytestmark = needs_shared(GOLDEN)
+CASES = read_json(GOLDEN / "golden_cases.json")  # None without the shared data (then one placeholder case skips)
 CKPT = GOLDEN / "ofa_mbv3_d234_e346_k357_w1.0.golden.pth"
 
 
@@ -35,7 +36,7 @@ def test_state_dict_keys_and_shapes_equal_ofa_manifest(space_name, manifest):
     assert {k: list(v.shape) for k, v in sd.items()} == keys
 
 
-@pytest.mark.parametrize("i", range(len(CASES)))
+@pytest.mark.parametrize("i", range(len(CASES or [None])))
 def test_golden_case(i, golden_net, golden_tensors):
     case, t = CASES[i], golden_tensors[f"case{i}"]
     sp = golden_net.space

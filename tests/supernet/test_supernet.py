@@ -6,6 +6,8 @@ from nagkit.errors import CheckpointError
 from nagkit.space.sampling import sample
 from nagkit.supernet import OFAMobileNetV3, StaticNet, build_layer, layer_input_shape, load_supernet, recalibrate_bn
 
+from ..shared_data import GOLDEN, needs_shared
+
 
 def _perturb(net: torch.nn.Module, seed: int = 0) -> None:
     g = torch.Generator().manual_seed(seed)
@@ -138,9 +140,8 @@ def test_checkpoint_refuses_code_pickles(tmp_path, tiny_space):
         load_supernet(p, tiny_space)
 
 
+@needs_shared(GOLDEN)
 def test_wrong_space_checkpoint_suggests_space(tmp_path):
-    from ..conftest import GOLDEN
-
     with pytest.raises(CheckpointError) as ei:
         load_supernet(GOLDEN / "ofa_mbv3_d234_e346_k357_w1.0.golden.pth", "ofa-mbv3-w1.2")
     assert "ofa-mbv3-w1.0" in (ei.value.hint or "")
