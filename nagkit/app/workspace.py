@@ -13,9 +13,13 @@ Example (``nagkit/resources/workspaces/ofa-note10/nagkit.toml``)::
     dataset = "dataset.jsonl"
     evaluator = "evaluator.pt"
     generator = "generator.pt"
+    archive = "archive.jsonl"
+    queries = "queries.jsonl"             # every accuracy training paid for (kept when re-targeted)
 
-    [budgets]       # K, optional min_ms/max_ms (default: the dataset's latency range)
+    [budgets]       # K, optional min_ms/max_ms (default: the table's whole range)
     [dataset]       # n, seed
+    [frontier]      # total_queries: the training's query budget (see nagkit.nag.config.FrontierConfig)
+    [surrogate]     # see nagkit.nag.config.SurrogateConfig
     [evaluator]     # see nagkit.nag.config.EvaluatorConfig
     [generator]     # see nagkit.nag.config.GeneratorConfig
     [inference]     # samples, max_rounds, rerank
@@ -51,6 +55,7 @@ from typing import Any
 
 from nagkit.errors import ArtifactError, BadInputError, did_you_mean, reject_unknown_keys, short_repr
 from nagkit.nag.config import (BudgetConfig, EvaluatorConfig, FrontierConfig, GeneratorConfig, InferenceConfig,
+                               SurrogateConfig,
                                config_from_dict)
 from nagkit.app.workspace_config import (_ARTIFACT_KEYS, _DATASET_KEYS, _check_types, _default_artifact,
                                          _inline_space, _read_toml)
@@ -66,7 +71,7 @@ DEFAULT_PRESET = "fmnist"  # the embedded default workspace (used when no --work
 HOME_ENV = "NAGKIT_HOME"
 
 _TOP_KEYS = ("name", "description", "copied_from", "space", "latency_table", "accuracy", "accuracy_options", "supernet",
-             "seed", "artifacts", "budgets", "dataset", "evaluator", "generator", "frontier", "inference")
+             "seed", "artifacts", "budgets", "dataset", "surrogate", "evaluator", "generator", "frontier", "inference")
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,7 @@ class Workspace:
     artifacts: dict[str, str] = field(default_factory=dict)
     budgets: BudgetConfig = BudgetConfig()
     dataset_settings: DatasetSettings = DatasetSettings()
+    surrogate_config: SurrogateConfig = SurrogateConfig()
     evaluator_config: EvaluatorConfig = EvaluatorConfig()
     generator_config: GeneratorConfig = GeneratorConfig()
     frontier_config: FrontierConfig = FrontierConfig()
@@ -289,7 +295,9 @@ def init_workspace(dest: str | Path | None, *, source: str | Path | Workspace | 
     """A new user workspace: a copy of ``source`` (a preset or any workspace; default the
     default preset) at ``dest`` (a folder path, or a name under :func:`user_workspaces_dir`;
     default: the source's name). ``latency_table`` re-targets the copy to another table: the
-    copied dataset/evaluator/generator/archive belong to the old table and are left out;
+    evaluator, generator and archive belong to the old table and are left out; the dataset (its
+    latency recomputed on the new table) and the query journal come along, as accuracies carried
+    over (a training then spends ``retarget_queries`` new ones, decisions 37);
     ``resolutions`` narrows the space to those a table covers."""
     src = load_workspace(source)
     src_ref = src.ref  # before the copy exists (a copy of the same name would take the name)
@@ -306,7 +314,9 @@ def init_workspace(dest: str | Path | None, *, source: str | Path | Workspace | 
             raise BadInputError(f"latency table {str(latency_table)!r} does not exist",
                                 hint="make one with `nagkit profile --device D`")
         text = _set_key(text, "latency_table", str(table))
-        skip = {src.artifact_path(k).resolve() for k in _ARTIFACT_KEYS} | {
+        # the models and the frontier archive belong to the old table; the dataset and the query
+        # journal are accuracies, which do not depend on it, so they come along (decisions 37)
+        skip = {src.artifact_path(k).resolve() for k in ("evaluator", "generator", "archive")} | {
             src.artifact_path(k).with_suffix(".json").resolve() for k in ("evaluator", "generator")}
     if resolutions is not None:
         text = _set_resolutions(text, src.space.name, sorted(int(r) for r in resolutions))
@@ -315,7 +325,20 @@ def init_workspace(dest: str | Path | None, *, source: str | Path | Workspace | 
     _copy_tree(src.root, target, skip, force)
     text = _set_key(_set_key(text, "name", target.name), "copied_from", src_ref)
     (target / CONFIG_NAME).write_text(header + "\n" + text, encoding="utf-8")
-    return _load_file(target / CONFIG_NAME)
+    made = _load_file(target / CONFIG_NAME)
+    if latency_table is not None:
+        _relabel_carried(made)
+    return made
+
+
+def _relabel_carried(ws: Workspace) -> None:
+    """A re-targeted copy's dataset, its latency recomputed on the new table and marked as
+    carried over (no accuracy query; :func:`nagkit.data.dataset.relabel`)."""
+    from nagkit.data.dataset import relabel
+
+    ds = ws.artifact_path("dataset")
+    if ds.is_file():
+        relabel(ds, ds, space=ws.space, table=ws.latency_table, table_prov=ws.latency_table_provenance())
 
 
 def writable_workspace(ws: Workspace, what: str) -> Workspace:
@@ -484,6 +507,8 @@ def _load_file(path: Path) -> Workspace:
         artifacts={k: str(v) for k, v in arts.items()},
         budgets=config_from_dict(BudgetConfig, cfg.get("budgets"), f"{where} [budgets]"),
         dataset_settings=DatasetSettings(**{"seed": seed, **ds}),
+        surrogate_config=config_from_dict(SurrogateConfig, {"seed": seed, **cfg.get("surrogate", {})},
+                                          f"{where} [surrogate]"),
         evaluator_config=config_from_dict(EvaluatorConfig, {"seed": seed, **cfg.get("evaluator", {})},
                                           f"{where} [evaluator]"),
         generator_config=config_from_dict(GeneratorConfig, {"seed": seed, **cfg.get("generator", {})},

@@ -11,13 +11,13 @@ from typing import Any
 from nagkit.errors import BadInputError, short_repr
 from nagkit.space.space import SearchSpace
 
-_ARTIFACT_KEYS = ("dataset", "evaluator", "generator", "archive")
+_ARTIFACT_KEYS = ("dataset", "evaluator", "generator", "archive", "queries")
 _DATASET_KEYS = ("n", "seed")
 
 
 def _default_artifact(kind: str) -> str:
     return {"dataset": "dataset.jsonl", "evaluator": "evaluator.pt", "generator": "generator.pt",
-            "archive": "archive.jsonl"}[kind]
+            "archive": "archive.jsonl", "queries": "queries.jsonl"}[kind]
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -37,8 +37,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise BadInputError(f"workspace config {str(path)!r} nests too deeply to be a workspace") from None
 
 
-_TABLE_KEYS = ("artifacts", "accuracy_options", "budgets", "dataset", "evaluator", "generator", "frontier",
-               "inference")
+_TABLE_KEYS = ("artifacts", "accuracy_options", "budgets", "dataset", "surrogate", "evaluator", "generator",
+               "frontier", "inference")
 _DATASET_N_MAX = 100_000_000
 
 
