@@ -95,6 +95,11 @@ class ActiveSearch:
             return pop
         rows = start[grp] + (rng.random(len(grp)) * count[grp]).astype(np.int64)
         kids = ops.small_moves(sp, pop.dec.select(rows), rng, max_changes=cfg.max_changes, res_step=cfg.res_step)
+        if cfg.global_share > 0:
+            far = rng.random(len(grp)) < cfg.global_share
+            jumped = ops.mutate(sp, pop.dec.select(rows[far]), rng, 0.1)
+            for name in ("r", "depth", "k", "e"):
+                getattr(kids, name)[far] = getattr(jumped, name)
         if cfg.crossover > 0:
             cross = rng.random(len(grp)) < cfg.crossover
             mates = start[grp[cross]] + (rng.random(int(cross.sum())) * count[grp[cross]]).astype(np.int64)
@@ -131,6 +136,19 @@ class ActiveSearch:
         picks = pop.select(idx)
         picks.accuracy = np.full(len(idx), np.nan)
         return picks
+
+    def polish(self, budgets: np.ndarray, generations: int) -> Pool:
+        """After the queries: the surrogate-only search at ``budgets`` for ``generations``
+        generations; returns each budget's best new arch (accuracy: the surrogate's estimate,
+        percent). No query is made."""
+        budgets = np.sort(np.asarray(budgets, dtype=np.float64))
+        pop = self._parents(budgets)
+        for _ in range(generations):
+            pop = self._generation(pop, budgets)
+        keys = key_bytes(self.space, pop.dec)
+        best = rank_in_groups(pop.group, pop.accuracy) == 0
+        new = np.array([k not in self.seen for k in keys])
+        return pop.select(np.flatnonzero(best & new))
 
     def tell(self, pool: Pool) -> None:
         """Add queried picks (``pool.accuracy`` as fractions) and refit the surrogate."""

@@ -30,7 +30,7 @@ from torch import nn
 from nagkit.nag.budgets import BudgetGrid
 from nagkit.nag.config import SurrogateConfig, torch_threads
 from nagkit.nag.evaluator import INFEASIBLE_GAP
-from nagkit.nag.features import onehot, onehot_dim
+from nagkit.nag.features import onehot, onehot_dim, ordinal, ordinal_dim
 from nagkit.space.decisions import Decisions, packed_keys
 from nagkit.space.space import SearchSpace
 
@@ -41,7 +41,9 @@ class Surrogate(nn.Module):
     def __init__(self, space: SearchSpace, grid: BudgetGrid, cfg: SurrogateConfig):
         super().__init__()
         self.space, self.grid, self.cfg = space, grid, cfg
-        dims = [onehot_dim(space)] + [cfg.hidden] * cfg.layers
+        self._encode = ordinal if cfg.encoding == "ordinal" else onehot
+        self.in_dim = (ordinal_dim if cfg.encoding == "ordinal" else onehot_dim)(space)
+        dims = [self.in_dim] + [cfg.hidden] * cfg.layers
         layers: list[nn.Module] = []
         for a, b in zip(dims, dims[1:]):
             layers += [nn.Linear(a, b), nn.ReLU()]
@@ -51,7 +53,7 @@ class Surrogate(nn.Module):
         # the memory: packed arch keys [m, w] (int64 view of uint64) and their accuracies (percent)
         self.register_buffer("memory_keys", torch.zeros((0, 1), dtype=torch.int64))
         self.register_buffer("memory_acc", torch.zeros(0, dtype=torch.float64))
-        self._lookup: dict[bytes, float] | None = None
+        self._lookup: tuple[np.ndarray, np.ndarray] | None = None
         self._opt: torch.optim.Optimizer | None = None
 
     # -- the estimate -----------------------------------------------------------------------
@@ -59,22 +61,35 @@ class Surrogate(nn.Module):
         """Surrogate accuracy (percent) of one-hot rows ``x`` [n, onehot_dim]."""
         return self.mlp(x).squeeze(-1) + self.offset
 
-    def predict(self, dec: Decisions) -> np.ndarray:
-        """Accuracy (percent) of decision rows: exact where queried, estimated otherwise."""
+    def predict(self, dec: Decisions, recall: bool = True) -> np.ndarray:
+        """Accuracy (percent) of decision rows: exact where queried (unless not ``recall``),
+        estimated otherwise."""
         with torch.no_grad():
-            est = self.estimate(onehot(self.space, dec)).double().numpy()
+            est = self.estimate(self._encode(self.space, dec)).double().numpy()
+        if not recall:
+            return est
         known = self.recall(dec)
         return np.where(np.isnan(known), est, known)
 
     def recall(self, dec: Decisions) -> np.ndarray:
-        """The queried accuracy (percent) of each row, NaN where the arch was never queried."""
+        """The queried accuracy (percent) of each row, NaN where the arch was never queried
+        (vectorised: the rows' packed keys are looked up in the sorted memory)."""
+        out = np.full(len(dec), np.nan)
+        if len(self.memory_acc) == 0 or len(dec) == 0:
+            return out
         if self._lookup is None:
-            keys = self.memory_keys.numpy().view(np.uint64)
-            self._lookup = {k.tobytes(): float(a) for k, a in zip(keys, self.memory_acc.numpy())}
-        if not self._lookup or len(dec) == 0:
-            return np.full(len(dec), np.nan)
-        keys = _keys(self.space, dec, self.memory_keys.shape[1])
-        return np.array([self._lookup.get(k.tobytes(), np.nan) for k in keys])
+            mem = self.memory_keys.numpy()
+            order = np.lexsort(mem.T[::-1])
+            self._lookup = (np.ascontiguousarray(mem[order]).view(_row_dtype(mem.shape[1])).reshape(-1),
+                            self.memory_acc.numpy()[order])
+        sorted_keys, acc = self._lookup
+        keys = _keys(self.space, dec, self.memory_keys.shape[1]).view(np.int64)
+        q = np.ascontiguousarray(keys).view(_row_dtype(keys.shape[1])).reshape(-1)
+        pos = np.searchsorted(sorted_keys, q)
+        pos = np.minimum(pos, len(sorted_keys) - 1)
+        hit = sorted_keys[pos] == q
+        out[hit] = acc[pos[hit]]
+        return out
 
     def remember(self, dec: Decisions, acc_pct: np.ndarray) -> None:
         """Set the memory to these queried archs and accuracies (percent)."""
@@ -88,7 +103,7 @@ class Surrogate(nn.Module):
         """[one-hot, latency / grid top, remembered accuracy or NaN] per row."""
         lat = torch.as_tensor(np.asarray(lat_ms), dtype=torch.float32).reshape(-1, 1)
         known = torch.from_numpy(self.recall(dec)).float().reshape(-1, 1)
-        return torch.cat([onehot(self.space, dec), lat / self.grid.hi, known], dim=1)
+        return torch.cat([self._encode(self.space, dec), lat / self.grid.hi, known], dim=1)
 
     def score(self, x: torch.Tensor, budgets: torch.Tensor) -> torch.Tensor:
         """R(alpha_i | B_i) for paired rows [n]: accuracy within B, the dominance order over it."""
@@ -119,7 +134,7 @@ class Surrogate(nn.Module):
         if first:
             self.offset.fill_(float(y.mean()))
             self._opt = torch.optim.Adam(self.mlp.parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
-        x = onehot(self.space, dec)
+        x = self._encode(self.space, dec)
         bs = min(self.cfg.batch_size, len(y))
         loss_v = float("nan")
         with torch_threads():
@@ -133,6 +148,12 @@ class Surrogate(nn.Module):
                 loss_v = float(loss.detach())
             self.eval()
         return {"steps": steps, "rows": len(y), "final_mse": loss_v, "seconds": time.perf_counter() - t0}
+
+
+def _row_dtype(width: int) -> np.dtype:
+    """A structured dtype of ``width`` int64 fields: rows of keys that sort and compare whole
+    (lexicographically), for :func:`numpy.searchsorted`."""
+    return np.dtype([(f"f{i}", "<i8") for i in range(width)])
 
 
 def _keys(space: SearchSpace, dec: Decisions, width: int) -> np.ndarray:
@@ -156,6 +177,6 @@ def holdout_error(model: Surrogate, dec: Decisions, acc: np.ndarray) -> dict[str
 
     acc_pct = 100.0 * np.asarray(acc, dtype=np.float64)
     with torch.no_grad():
-        est = model.estimate(onehot(model.space, dec)).double().numpy()
+        est = model.estimate(model._encode(model.space, dec)).double().numpy()
     return {"mae_points": float(np.mean(np.abs(est - acc_pct))),
             "kendall_tau": float(kendalltau(est, acc_pct).statistic) if len(est) > 2 else float("nan")}
