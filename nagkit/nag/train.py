@@ -128,9 +128,11 @@ def active_frontier(space: SearchSpace, latency: SlotLatency, known: Pool, cfg: 
     t0, q0 = time.perf_counter(), source.queries
     keys = set(key_bytes(space, known.dec))
     ext = concat(latency.extreme(False), latency.extreme(True))
-    if cap >= 2 and not all(k in keys for k in key_bytes(space, ext)):
-        known = query_extremes(latency, known, source)
-        known = known.select(dedupe(space, known.dec))
+    new = [i for i, k in enumerate(key_bytes(space, ext)) if k not in keys][:cap]
+    if new:  # the fastest and the slowest network anchor the range
+        ext = Pool(ext.select(new), np.zeros(len(new)), latency(ext.select(new)))
+        ext.accuracy = np.asarray(source.evaluate_decisions(ext.dec), dtype=np.float64)
+        known = known + ext
     search = ActiveSearch(space, latency, cfg.active, sur_cfg, surrogate, known, cap=cap - (source.queries - q0),
                           seed=seed)
     search.fit(sur_cfg.first_steps)
@@ -260,7 +262,7 @@ def train_models(space: SearchSpace, table, archs, acc: np.ndarray, *, budgets: 
                                                generator_cfg.seed, progress)
             else:
                 known, front = frontier_search(space, latency, known, frontier_cfg, source, generator_cfg.seed,
-                                               progress, cap=cap if query_cap is not None else None)
+                                               progress, cap=cap)
         known = known.select(dedupe(space, known.dec))
         if evaluator_cfg.kind == "surrogate":
             ev, ev_report = _final_surrogate(surrogate, known, sur_cfg, progress)
@@ -299,6 +301,9 @@ def _final_surrogate(surrogate: Surrogate, known: Pool, cfg: SurrogateConfig,
     first = surrogate._opt is None
     steps = cfg.final_steps + (cfg.first_steps if first else 0)
     rep = surrogate.fit(known.dec, known.accuracy, steps, rng)
+    surrogate.eval()
+    for p in surrogate.parameters():
+        p.requires_grad_(False)
     if progress:
         progress("evaluator", 1, 1)
     top = Archive.from_decisions(known.dec, known.latency, known.accuracy, 1)
