@@ -76,7 +76,7 @@ _TOP_KEYS = ("name", "description", "copied_from", "space", "latency_table", "ac
 
 @dataclass(frozen=True)
 class DatasetSettings:
-    n: int = 16000
+    n: int = 501  # by default a tenth of the training's query budget (dataset_size)
     seed: int = 0
 
 
@@ -376,6 +376,12 @@ def _check_init_target(target: Path) -> None:
                             hint="pick a new folder or name, e.g. `nagkit init my-workspace`")
 
 
+def dataset_size(frontier: FrontierConfig) -> int:
+    """The uniform dataset's default size: a tenth of the training's query budget (501 of 5,010;
+    decisions 37), at least 100."""
+    return max(100, frontier.total_queries // 10)
+
+
 def _dest_folder(dest: str | Path) -> Path:
     text = str(dest)
     if "/" in text or os.sep in text or text in (".", ".."):
@@ -493,6 +499,7 @@ def _load_file(path: Path) -> Workspace:
     seed = cfg.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise BadInputError(f"{where}: 'seed' must be an integer, got {short_repr(seed)}")
+    frontier = config_from_dict(FrontierConfig, cfg.get("frontier"), f"{where} [frontier]")
     return Workspace(
         root=path.parent,
         name=str(cfg.get("name", path.parent.name)),
@@ -506,13 +513,13 @@ def _load_file(path: Path) -> Workspace:
         seed=seed,
         artifacts={k: str(v) for k, v in arts.items()},
         budgets=config_from_dict(BudgetConfig, cfg.get("budgets"), f"{where} [budgets]"),
-        dataset_settings=DatasetSettings(**{"seed": seed, **ds}),
+        dataset_settings=DatasetSettings(**{"seed": seed, "n": dataset_size(frontier), **ds}),
         surrogate_config=config_from_dict(SurrogateConfig, {"seed": seed, **cfg.get("surrogate", {})},
                                           f"{where} [surrogate]"),
         evaluator_config=config_from_dict(EvaluatorConfig, {"seed": seed, **cfg.get("evaluator", {})},
                                           f"{where} [evaluator]"),
         generator_config=config_from_dict(GeneratorConfig, {"seed": seed, **cfg.get("generator", {})},
                                           f"{where} [generator]"),
-        frontier_config=config_from_dict(FrontierConfig, cfg.get("frontier"), f"{where} [frontier]"),
+        frontier_config=frontier,
         inference=config_from_dict(InferenceConfig, cfg.get("inference"), f"{where} [inference]"),
     )
