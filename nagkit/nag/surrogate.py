@@ -92,7 +92,12 @@ class Surrogate(nn.Module):
         return out
 
     def remember(self, dec: Decisions, acc_pct: np.ndarray) -> None:
-        """Set the memory to these queried archs and accuracies (percent)."""
+        """Set the memory to these queried archs and accuracies (percent); none forgets all."""
+        if len(dec) == 0:
+            self.memory_keys = torch.zeros((0, self.memory_keys.shape[1]), dtype=torch.int64)
+            self.memory_acc = torch.zeros(0, dtype=torch.float64)
+            self._lookup = None
+            return
         keys = packed_keys(self.space, dec)
         self.memory_keys = torch.from_numpy(np.ascontiguousarray(keys).view(np.int64).copy())
         self.memory_acc = torch.as_tensor(np.asarray(acc_pct, dtype=np.float64))
