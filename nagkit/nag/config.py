@@ -45,14 +45,13 @@ class SurrogateConfig:
     accuracy of every queried arch). ``first_steps`` on the dataset, ``round_steps`` more after
     each round of queries (warm start), ``final_steps`` on everything at the end."""
 
-    encoding: str = "onehot"
     hidden: int = 128
     layers: int = 2
     lr: float = 3e-3
     weight_decay: float = 0.0
     batch_size: int = 256
     first_steps: int = 300
-    round_steps: int = 50
+    round_steps: int = 100
     final_steps: int = 300
     seed: int = 0
 
@@ -94,7 +93,7 @@ class GeneratorConfig:
 
     hidden: int = 64
     token_dim: int = 16
-    imitation_steps: int = 300
+    imitation_steps: int = 200
     imitation_batch: int = 128
     imitation_top: int = 3  # targets per budget: its top archs within B in the archive
     steps: int = 0
@@ -149,10 +148,7 @@ class ActiveConfig:
     max_changes: int = 3
     res_step: int = 4
     crossover: float = 0.2
-    global_share: float = 0.0  # share of children made by OFA's mutation (each gene resampled w.p. 0.1)
     repair: int = 4
-    polish_budgets: int = 0  # after the queries: surrogate-only search at this many budgets ...
-    polish_generations: int = 20  # ... for this many generations; its finds join the imitation targets
 
 
 @dataclass(frozen=True)
@@ -213,11 +209,10 @@ _RANGES: dict[str, tuple[float, float]] = {  # inclusive bounds of numeric field
     "refine_imitation": (0, 10_000_000), "min_ms": (0.0, 1e9), "max_ms": (0.0, 1e9),
     "layers": (1, 16), "first_steps": (0, 10_000_000), "round_steps": (0, 10_000_000), "final_steps": (0, 10_000_000),
     "retarget_queries": (0, 1_000_000_000), "picks": (1, 100_000), "population": (1, 100_000),
-    "generations": (0, 10_000), "global_share": (0.0, 1.0), "polish_budgets": (0, 100_000),
-    "polish_generations": (0, 10_000),
+    "generations": (0, 10_000), 
 }
 _CHOICES = {"loss": ("pointwise", "pairwise"), "reward": ("dominance", "mnasnet", "tunas"),
-            "kind": ("surrogate", "learned"), "method": ("surrogate", "guided"), "encoding": ("onehot", "ordinal")}
+            "kind": ("surrogate", "learned"), "method": ("surrogate", "guided")}
 
 
 def config_from_dict(cls: type[C], d: dict[str, Any] | None, where: str) -> C:

@@ -11,7 +11,7 @@ from nagkit.space.decisions import Decisions
 from nagkit.space.encoding import onehot_dim
 from nagkit.space.space import SearchSpace
 
-__all__ = ["onehot", "onehot_dim", "ordinal", "ordinal_dim"]
+__all__ = ["onehot", "onehot_dim"]
 
 
 def onehot(space: SearchSpace, dec: Decisions):
@@ -31,34 +31,3 @@ def onehot(space: SearchSpace, dec: Decisions):
         parts.append(one_hot(torch.as_tensor(dec.r), len(space.resolutions)).float())
     return torch.cat(parts, dim=1)
 
-
-def ordinal(space: SearchSpace, dec: Decisions):
-    """:func:`onehot` plus thermometer codes of the ordered choices: per active slot ``k > k_i``
-    and ``e > e_i`` for each but the smallest value, per stage ``depth > d_i``, and
-    ``r > r_i`` when the space has several resolutions. Neighbouring values then share weights
-    (a larger kernel, expand ratio, depth or resolution is seldom a different world from the
-    next smaller one), which the accuracy surrogate learns from fewer queries (decisions 37)."""
-    import torch
-
-    n = len(dec)
-    act = torch.from_numpy(dec.active(space)).float()  # [n, slots]
-    parts = [onehot(space, dec)]
-    for vals, nv in ((dec.k, len(space.ks_list)), (dec.e, len(space.expand_list))):
-        v = torch.as_tensor(vals)
-        th = torch.stack([(v > i).float() for i in range(nv - 1)], dim=-1) * act.unsqueeze(-1)
-        parts.append(th.reshape(n, -1))
-    d = torch.as_tensor(dec.depth)
-    parts.append(torch.stack([(d > i).float() for i in range(len(space.depth_list) - 1)], dim=-1).reshape(n, -1))
-    if len(space.resolutions) > 1:
-        r = torch.as_tensor(dec.r)
-        parts.append(torch.stack([(r > i).float() for i in range(len(space.resolutions) - 1)], dim=-1))
-    return torch.cat(parts, dim=1)
-
-
-def ordinal_dim(space: SearchSpace) -> int:
-    slots = space.n_block_slots
-    dim = onehot_dim(space) + slots * (len(space.ks_list) - 1 + len(space.expand_list) - 1)
-    dim += space.n_stages * (len(space.depth_list) - 1)
-    if len(space.resolutions) > 1:
-        dim += len(space.resolutions) - 1
-    return dim

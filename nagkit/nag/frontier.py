@@ -95,11 +95,6 @@ class ActiveSearch:
             return pop
         rows = start[grp] + (rng.random(len(grp)) * count[grp]).astype(np.int64)
         kids = ops.small_moves(sp, pop.dec.select(rows), rng, max_changes=cfg.max_changes, res_step=cfg.res_step)
-        if cfg.global_share > 0:
-            far = rng.random(len(grp)) < cfg.global_share
-            jumped = ops.mutate(sp, pop.dec.select(rows[far]), rng, 0.1)
-            for name in ("r", "depth", "k", "e"):
-                getattr(kids, name)[far] = getattr(jumped, name)
         if cfg.crossover > 0:
             cross = rng.random(len(grp)) < cfg.crossover
             mates = start[grp[cross]] + (rng.random(int(cross.sum())) * count[grp[cross]]).astype(np.int64)
@@ -118,37 +113,35 @@ class ActiveSearch:
         return both.select(np.flatnonzero(rank_in_groups(both.group, both.accuracy) < cfg.population))
 
     def _picks(self, pop: Pool, n_max: int) -> Pool:
-        """Each budget's ``picks`` best never-queried archs (budgets in turn, best first)."""
+        """Each budget's ``picks`` best never-queried archs (budgets in turn, best first). Where
+        budgets have fewer new archs than that (the low end of the range holds few archs), the
+        others give more, up to ``n_max``: every round queries about the same number, so the
+        number of rounds (and of refits) does not depend on the table."""
         keys = key_bytes(self.space, pop.dec)
         order = np.lexsort((-pop.accuracy, pop.group))
         taken = np.zeros(int(pop.group.max()) + 1 if len(pop) else 0, dtype=np.int64)
         out: list[int] = []
-        for i in order:
-            if len(out) >= n_max:
+        used = np.zeros(len(pop), dtype=bool)
+        cap = self.cfg.picks
+        while len(out) < n_max:
+            before = len(out)
+            for i in order:
+                if len(out) >= n_max:
+                    break
+                g = pop.group[i]
+                if used[i] or taken[g] >= cap or keys[i] in self.seen:
+                    continue
+                self.seen.add(keys[i])
+                used[i] = True
+                taken[g] += 1
+                out.append(int(i))
+            if len(out) == before or cap >= len(pop):
                 break
-            g = pop.group[i]
-            if taken[g] >= self.cfg.picks or keys[i] in self.seen:
-                continue
-            self.seen.add(keys[i])
-            taken[g] += 1
-            out.append(int(i))
+            cap *= 2
         idx = np.asarray(out, dtype=np.int64)
         picks = pop.select(idx)
         picks.accuracy = np.full(len(idx), np.nan)
         return picks
-
-    def polish(self, budgets: np.ndarray, generations: int) -> Pool:
-        """After the queries: the surrogate-only search at ``budgets`` for ``generations``
-        generations; returns each budget's best new arch (accuracy: the surrogate's estimate,
-        percent). No query is made."""
-        budgets = np.sort(np.asarray(budgets, dtype=np.float64))
-        pop = self._parents(budgets)
-        for _ in range(generations):
-            pop = self._generation(pop, budgets)
-        keys = key_bytes(self.space, pop.dec)
-        best = rank_in_groups(pop.group, pop.accuracy) == 0
-        new = np.array([k not in self.seen for k in keys])
-        return pop.select(np.flatnonzero(best & new))
 
     def tell(self, pool: Pool) -> None:
         """Add queried picks (``pool.accuracy`` as fractions) and refit the surrogate."""

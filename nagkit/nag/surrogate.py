@@ -30,7 +30,7 @@ from torch import nn
 from nagkit.nag.budgets import BudgetGrid
 from nagkit.nag.config import SurrogateConfig, torch_threads
 from nagkit.nag.evaluator import INFEASIBLE_GAP
-from nagkit.nag.features import onehot, onehot_dim, ordinal, ordinal_dim
+from nagkit.nag.features import onehot, onehot_dim
 from nagkit.space.decisions import Decisions, packed_keys
 from nagkit.space.space import SearchSpace
 
@@ -41,8 +41,8 @@ class Surrogate(nn.Module):
     def __init__(self, space: SearchSpace, grid: BudgetGrid, cfg: SurrogateConfig):
         super().__init__()
         self.space, self.grid, self.cfg = space, grid, cfg
-        self._encode = ordinal if cfg.encoding == "ordinal" else onehot
-        self.in_dim = (ordinal_dim if cfg.encoding == "ordinal" else onehot_dim)(space)
+        self._encode = onehot
+        self.in_dim = onehot_dim(space)
         dims = [self.in_dim] + [cfg.hidden] * cfg.layers
         layers: list[nn.Module] = []
         for a, b in zip(dims, dims[1:]):

@@ -139,14 +139,9 @@ def active_frontier(space: SearchSpace, latency: SlotLatency, known: Pool, cfg: 
     known = run_active(search, source.evaluate_decisions,
                        progress=(lambda d, t: progress("frontier search", d, t)) if progress else None)
     fit_s = sum(f["seconds"] for f in search.fits)
-    polished = None
-    a = cfg.active
-    if a.polish_budgets > 0 and a.polish_generations > 0:
-        edges = np.linspace(np.log(latency.fastest_ms), np.log(latency.slowest_ms), a.polish_budgets + 1)
-        polished = search.polish(np.exp(0.5 * (edges[:-1] + edges[1:])), a.polish_generations)
     return known, {"method": "surrogate", "queries": source.queries - q0, "cap": cap, "rounds": search.rounds,
                    "surrogate_fits": len(search.fits), "surrogate_fit_seconds": fit_s,
-                   "polished": polished, "seconds": time.perf_counter() - t0}
+                   "seconds": time.perf_counter() - t0}
 
 
 def refine_reserve(cfg: FrontierConfig) -> int:
@@ -271,13 +266,7 @@ def train_models(space: SearchSpace, table, archs, acc: np.ndarray, *, budgets: 
                                             embed_dim=budgets.embed_dim,
                                             progress=(lambda d, t, _l: progress("evaluator", d, t)) if progress else None)
         archive = Archive.from_decisions(known.dec, known.latency, known.accuracy, generator_cfg.imitation_top)
-        targets = archive
-        polished = front.pop("polished", None)
-        if polished is not None and len(polished):
-            front["polished"] = len(polished)
-            both = known + Pool(polished.dec, np.zeros(len(polished)), polished.latency, polished.accuracy / 100.0)
-            targets = Archive.from_decisions(both.dec, both.latency, both.accuracy, generator_cfg.imitation_top)
-        gen = train_generator(space, grid, generator_cfg, ev, latency, targets, budgets.embed_dim, progress)
+        gen = train_generator(space, grid, generator_cfg, ev, latency, archive, budgets.embed_dim, progress)
         ref = {"queries": 0, "rounds": [], "seconds": 0.0}
         if source is not None and frontier_cfg.refine_rounds > 0 and evaluator_cfg.kind == "learned":
             left = max(0, cap - front["queries"])
