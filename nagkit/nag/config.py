@@ -51,7 +51,8 @@ class SurrogateConfig:
     weight_decay: float = 0.0
     batch_size: int = 256
     first_steps: int = 300
-    round_steps: int = 100
+    round_steps: int = 50
+    focus: bool = True  # refits put the round's new rows in every batch
     final_steps: int = 300
     seed: int = 0
 

@@ -53,8 +53,8 @@ class ActiveSearch:
     def finished(self) -> bool:
         return self.used >= self.cap
 
-    def fit(self, steps: int) -> dict:
-        rep = self.surrogate.fit(self.known.dec, self.known.accuracy, steps, self.fit_rng)
+    def fit(self, steps: int, focus: int = 0) -> dict:
+        rep = self.surrogate.fit(self.known.dec, self.known.accuracy, steps, self.fit_rng, focus=focus)
         self.fits.append(rep)
         return rep
 
@@ -149,7 +149,7 @@ class ActiveSearch:
             return
         self.used += len(pool)
         self.known = self.known + Pool(pool.dec, np.zeros(len(pool)), pool.latency, pool.accuracy)
-        self.fit(self.sur_cfg.round_steps)
+        self.fit(self.sur_cfg.round_steps, focus=len(pool) if self.sur_cfg.focus else 0)
 
 
 def run_active(search: ActiveSearch, query: Callable[[Decisions], np.ndarray],

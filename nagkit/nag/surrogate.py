@@ -124,7 +124,8 @@ class Surrogate(nn.Module):
         return {"surrogate": asdict(self.cfg), "grid": self.grid.to_dict(), "space": self.space.to_dict()}
 
     # -- fitting ----------------------------------------------------------------------------
-    def fit(self, dec: Decisions, acc: np.ndarray, steps: int, rng: np.random.Generator) -> dict[str, Any]:
+    def fit(self, dec: Decisions, acc: np.ndarray, steps: int, rng: np.random.Generator,
+            focus: int = 0) -> dict[str, Any]:
         """``steps`` Adam steps of minibatch MSE on (dec, 100 x ``acc``; ``acc`` as fractions, as the
         sources give it), warm: the model and its optimizer go on from where the last call left
         them. Also remembers every row."""
@@ -142,10 +143,14 @@ class Surrogate(nn.Module):
         x = self._encode(self.space, dec)
         bs = min(self.cfg.batch_size, len(y))
         loss_v = float("nan")
+        n_new = min(int(focus), bs // 2, len(y))
         with torch_threads():
             self.train()
             for _ in range(steps):
-                idx = torch.from_numpy(rng.integers(0, len(y), size=bs))
+                idx = rng.integers(0, len(y), size=bs)
+                if n_new:  # the newest rows in every batch: where the surrogate was just found wrong
+                    idx[:n_new] = np.arange(len(y) - n_new, len(y))
+                idx = torch.from_numpy(idx)
                 loss = (self.estimate(x[idx]) - y[idx]).pow(2).mean()
                 self._opt.zero_grad(set_to_none=True)
                 loss.backward()
