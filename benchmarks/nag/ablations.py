@@ -1,23 +1,33 @@
-"""The paper's ablations with zero-query generation; writes benchmarks/nag/ablations.json.
+"""What each piece of NAG v3 contributes at 5,010 queries, and the paper's ablations; writes
+benchmarks/nag/ablations.json.
 
-    .venv/bin/python benchmarks/nag/ablations.py [--workspace ofa-note10] [--seed 0]
+    .venv/bin/python benchmarks/nag/ablations.py [--workspace ofa-note10] [--seeds 0,1,2] [--jobs 2]
+        [--evolution benchmarks/nag/ofa-note10.json]
 
-One training seed, the workspace's budgets (15..60 ms on ofa-note10), evolution's mean from a
-bench_nag.py JSON of the same machine as the reference (``--evolution``). Every variant starts
-from the same data (the dataset plus one frontier search) so the rows differ only in what they
-ablate; each is scored by the workspace's accuracy source after zero-query generation.
+Per seed s, every row starts from the same dataset (501 uniform archs, seed s) and spends at most
+5,010 accuracy queries in all, counted; each is scored by the workspace's accuracy source after
+zero-query generation at the workspace's budgets; evolution's means come from a bench_nag.py JSON
+of the same machine (``--evolution``).
 
 Rows:
-- ``v2``: the shipped method (evaluator, imitation of the frontier archive, refinement).
-- ``rl-dominance`` / ``rl-mnasnet`` / ``rl-tunas``: the paper's training, REINFORCE from
-  scratch (no imitation, no refinement), with the Pareto-dominance evaluator as the reward, or
-  MnasNet's acc * (c/B)^-0.07 / TuNAS's acc - 0.07 |c/B - 1| with the evaluator's accuracy
-  estimate; the same generator, the same number of steps.
-- ``rl-no-accuracy``: REINFORCE on an evaluator trained with dominance by latency only
-  (paper Table 3).
-- ``rl-independent``: one generator per budget (REINFORCE at that budget only), each with 1/7
-  of the steps, against ``rl-dominance``'s one generator for all budgets.
-- ``v2-k{2,5,10,30}``: the shipped method with K grid budgets.
+- ``v3``: the shipped method (surrogate-assisted frontier search, the surrogate as evaluator
+  with the exact memory of queried archs, the fast generator's imitation).
+- ``v3-guided-search``: v2's accuracy-guided search (local ridge screen) instead of the
+  surrogate-assisted one, the rest as v3: what the search contributes.
+- ``v3-learned-evaluator``: v2's learned evaluator (pointwise, 150 epochs) instead of the
+  surrogate: what computing R from the surrogate contributes.
+- ``v3-no-memory``: the surrogate's estimate ranks every sample, queried or not: what the exact
+  memory contributes.
+- ``v3-v2-generator``: v2's generator (hidden 128, 600 imitation steps of 256): what the smaller,
+  faster generator costs.
+- ``v2``: v2 entire (guided search, learned evaluator, two refinement rounds) at 5,010 queries.
+- ``rl-dominance`` / ``rl-mnasnet`` / ``rl-tunas``: the paper's training on v3's data: REINFORCE
+  from scratch (no imitation) with the Pareto-dominance evaluator (v3's surrogate) as the
+  reward, or MnasNet's acc * (c/B)^-0.07 / TuNAS's acc - 0.07 |c/B - 1| with its accuracy.
+- ``rl-no-accuracy``: REINFORCE on an evaluator trained with dominance by latency only (paper
+  Table 3).
+- ``rl-independent``: one generator per budget (REINFORCE at that budget only), each with 1/7 of
+  the steps, against ``rl-dominance``'s one generator for all budgets.
 """
 
 from __future__ import annotations
@@ -40,10 +50,10 @@ from nagkit.io import atomic_write_json  # noqa: E402
 RL_STEPS = 700
 
 
-def score(ws, ev, gen, archive, budgets) -> list[float]:
+def score(ws, ev, gen, budgets) -> list[float]:
     from nagkit.nag.infer import NagModel
 
-    m = NagModel(ws.space, ws.latency_table, ev, gen, None, ws.inference, archive)
+    m = NagModel(ws.space, ws.latency_table, ev, gen, None, ws.inference)
     src = ws.open_accuracy_source()
     return [100 * float(src.evaluate([m.generate([b], display=False)[0].best.arch])[0]) for b in budgets]
 
@@ -65,90 +75,118 @@ def rl_generator(ws, grid, ev, latency, reward: str, seed: int, steps: int, budg
 _SHARED: dict = {}
 
 
-def _evaluator(k: int, accuracy_term: bool = True):
-    from nagkit.nag.evaluator import train_evaluator
-    from nagkit.nag.train import make_grid
+def dataset(ws, seed: int):
+    import tempfile
 
-    ws, known, latency, seed = (_SHARED[x] for x in ("ws", "known", "latency", "seed"))
-    grid = make_grid(dataclasses.replace(ws.budgets, k=k), latency)
-    ev, _ = train_evaluator(ws.space, known.dec, known.latency, known.accuracy, grid,
-                            dataclasses.replace(ws.evaluator_config, seed=seed, accuracy_term=accuracy_term),
-                            embed_dim=ws.budgets.embed_dim)
-    return grid, ev
+    from nagkit.data.dataset import collect
+
+    src = ws.open_accuracy_source()
+    with tempfile.TemporaryDirectory() as tmp:
+        return collect(Path(tmp) / "d.jsonl", space=ws.space, table=ws.latency_table, source=src,
+                       n=ws.dataset_settings.n, seed=seed, table_prov=ws.latency_table_provenance())
+
+
+def train(ws, seed: int, *, frontier=None, evaluator=None, generator=None):
+    """One whole training from the dataset of seed ``seed`` (every query counted)."""
+    from nagkit.nag.train import train_models
+
+    ds = dataset(ws, seed)
+    src = ws.open_accuracy_source()
+    tr = train_models(ws.space, ws.latency_table, ds.archs, ds.accuracy, budgets=ws.budgets,
+                      evaluator_cfg=dataclasses.replace(evaluator or ws.evaluator_config, seed=seed),
+                      generator_cfg=dataclasses.replace(generator or ws.generator_config, seed=seed),
+                      frontier_cfg=frontier or ws.frontier_config,
+                      surrogate_cfg=dataclasses.replace(ws.surrogate_config, seed=seed), source=src)
+    return tr, len(ds) + src.queries
 
 
 def _job(job: tuple) -> tuple:
-    """One ablation row (or one budget of ``rl-independent``), from the shared data."""
-    from nagkit.nag.archive import Archive
-    from nagkit.nag.train import refine, train_generator
+    """One ablation row for one seed (or one budget of ``rl-independent``)."""
+    from nagkit.nag.evaluator import train_evaluator
+    from nagkit.nag.train import make_grid
 
-    ws, known, latency, seed, budgets = (_SHARED[x] for x in ("ws", "known", "latency", "seed", "budgets"))
+    ws, budgets = _SHARED["ws"], _SHARED["budgets"]
+    kind, seed = job[0], job[1]
     t0 = time.perf_counter()
-    kind = job[0]
+    fc, ec, gc = ws.frontier_config, ws.evaluator_config, ws.generator_config
+    v2_front = dataclasses.replace(fc, method="guided", refine_rounds=2)
     extra: dict = {}
-    if kind == "v2":  # the shipped method with K grid budgets
-        grid, ev = _evaluator(job[1])
-        gc = dataclasses.replace(ws.generator_config, seed=seed)
-        archive = Archive.from_decisions(known.dec, known.latency, known.accuracy, gc.imitation_top)
-        gen = train_generator(ws.space, grid, gc, ev, latency, archive, ws.budgets.embed_dim)
-        rs = ws.open_accuracy_source()
-        _, ev2, archive2, ref = refine(ws.space, latency, known, ev, gen, ws.frontier_config, ws.evaluator_config,
-                                       rs, seed)
-        accs = score(ws, ev2, gen, archive2, budgets)
-        extra = {"k": job[1], "refinement_queries": ref["queries"]}
-    elif kind == "rl":
-        grid, ev = _evaluator(ws.budgets.k)
-        gen = rl_generator(ws, grid, ev, latency, job[1], seed, RL_STEPS)
-        accs, extra = score(ws, ev, gen, None, budgets), {"reward": job[1]}
-    elif kind == "rl-no-accuracy":  # ranked by the same latency-only evaluator
-        grid, ev = _evaluator(ws.budgets.k, accuracy_term=False)
-        gen = rl_generator(ws, grid, ev, latency, "dominance", seed, RL_STEPS)
-        accs = score(ws, ev, gen, None, budgets)
-    else:  # one generator per budget, REINFORCE at that budget only, 1/K of the steps
-        b = job[1]
-        grid, ev = _evaluator(ws.budgets.k)
-        gen = rl_generator(ws, grid, ev, latency, "dominance", seed, RL_STEPS // len(budgets), (b, b))
-        accs = score(ws, ev, gen, None, [b])
+    if kind in ("v3", "v3-no-memory", "v3-guided-search", "v3-learned-evaluator", "v3-v2-generator", "v2"):
+        cfg = {"v3": {}, "v3-no-memory": {}, "v3-guided-search": {"frontier": dataclasses.replace(fc, method="guided")},
+               "v3-learned-evaluator": {"evaluator": dataclasses.replace(ec, kind="learned")},
+               "v3-v2-generator": {"generator": dataclasses.replace(gc, hidden=128, imitation_steps=600,
+                                                                     imitation_batch=256)},
+               "v2": {"frontier": v2_front, "evaluator": dataclasses.replace(ec, kind="learned")}}[kind]
+        tr, queries = train(ws, seed, **cfg)
+        ev = tr.evaluator
+        if kind == "v3-no-memory":
+            ev.remember(_empty(ws), np.zeros(0))
+        accs = score(ws, ev, tr.generator, budgets)
+        extra = {"queries": queries, "training_seconds": tr.report["seconds"]}
+    else:  # the paper's rows, on v3's data and surrogate
+        tr, queries = train(ws, seed, generator=dataclasses.replace(gc, imitation_steps=0))
+        ev, latency = tr.evaluator, tr.generator._lat
+        grid = tr.generator.grid
+        extra = {"queries": queries}
+        if kind == "rl":
+            gen = rl_generator(ws, grid, ev, latency, job[2], seed, RL_STEPS)
+            accs = score(ws, ev, gen, budgets)
+        elif kind == "rl-no-accuracy":  # ranked by the same latency-only evaluator
+            dec = _known(ws, tr)
+            ev0, _ = train_evaluator(ws.space, dec[0], dec[1], dec[2], make_grid(ws.budgets, latency),
+                                     dataclasses.replace(ec, kind="learned", seed=seed, accuracy_term=False),
+                                     embed_dim=ws.budgets.embed_dim)
+            gen = rl_generator(ws, grid, ev0, latency, "dominance", seed, RL_STEPS)
+            accs = score(ws, ev0, gen, budgets)
+        else:  # one generator per budget, REINFORCE at that budget only, 1/K of the steps
+            accs = []
+            for b in budgets:
+                gen = rl_generator(ws, grid, ev, latency, "dominance", seed, RL_STEPS // len(budgets), (b, b))
+                accs += score(ws, ev, gen, [b])
     return job, {"accuracy_pct": accs, "seconds": time.perf_counter() - t0, **extra}
+
+
+def _empty(ws):
+    from nagkit.space.decisions import Decisions
+
+    return Decisions.empty(ws.space)
+
+
+def _known(ws, tr):
+    """(decisions, latency, accuracy) of the archive (what a latency-only evaluator is fitted on)."""
+    return tr.archive.dec, tr.archive.latency_ms, tr.archive.accuracy
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workspace", default="ofa-note10")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--evolution", default=None, help="bench_nag.py JSON whose evolution means to compare with")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "nag" / "ablations.json"))
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (set OMP_NUM_THREADS=1)")
+    ap.add_argument("--rows", default="all")
     args = ap.parse_args()
 
     from nagkit.app.workspace import load_workspace
-    from nagkit.data.dataset import collect
-    from nagkit.latency.slots import SlotLatency
-    from nagkit.nag.train import frontier_search
-    from nagkit.space.decisions import Pool, dedupe, from_archs
 
     ws = load_workspace(args.workspace)
     budgets = DEFAULT_BUDGETS[ws.name]
-    out = {"benchmark": "nag-ablations", "machine": machine(), "workspace": ws.name, "budgets_ms": budgets,
-           "seed": args.seed, "rl_steps": RL_STEPS, "rows": {}}
+    seeds = [int(s) for s in args.seeds.split(",")]
+    out = {"benchmark": "nag-v3-ablations", "machine": machine(), "workspace": ws.name, "budgets_ms": budgets,
+           "seeds": seeds, "rl_steps": RL_STEPS, "query_budget": ws.frontier_config.total_queries, "rows": {}}
     evo = None
     if args.evolution:
         evo = [r["accuracy_pct_mean"] for r in json.loads(Path(args.evolution).read_text())["evolution"]]
         out["evolution_mean_pct"], out["evolution_from"] = evo, args.evolution
-    src = ws.open_accuracy_source()
-    ds = collect(ws.artifact_path("dataset"), space=ws.space, table=ws.latency_table, source=src,
-                 n=ws.dataset_settings.n, seed=ws.dataset_settings.seed, table_prov=ws.latency_table_provenance())
-    latency = SlotLatency(ws.latency_table, ws.space)
-    dec = from_archs(ws.space, ds.archs)
-    known = Pool(dec, np.zeros(len(dec)), latency(dec), ds.accuracy)
-    src.reset_queries()
-    known, front = frontier_search(ws.space, latency, known, ws.frontier_config, src, args.seed)
-    known = known.select(dedupe(ws.space, known.dec))
-    out["frontier_queries"] = front["queries"]
-
-    jobs = [("v2", k) for k in (2, 5, 10, 30)] + [("rl", r) for r in ("dominance", "mnasnet", "tunas")]
-    jobs += [("rl-no-accuracy",)] + [("rl-independent", b) for b in budgets]
-    _SHARED.update(ws=ws, known=known, latency=latency, seed=args.seed, budgets=budgets)
+    names = ["v3", "v3-guided-search", "v3-learned-evaluator", "v3-no-memory", "v3-v2-generator", "v2",
+             "rl-dominance", "rl-mnasnet", "rl-tunas", "rl-no-accuracy", "rl-independent"]
+    if args.rows != "all":
+        names = [n for n in names if n in args.rows.split(",")]
+    jobs = []
+    for n in names:
+        key = ("rl", n.split("-", 1)[1]) if n in ("rl-dominance", "rl-mnasnet", "rl-tunas") else (n,)
+        jobs += [(key[0], s, *key[1:]) for s in seeds]
+    _SHARED.update(ws=ws, budgets=budgets)
     results = {}
     if args.jobs > 1:
         import multiprocessing as mp
@@ -156,27 +194,23 @@ def main() -> int:
         with mp.get_context("fork").Pool(args.jobs) as pool:
             for job, res in pool.imap_unordered(_job, jobs):
                 results[job] = res
-                print(job, np.round(res["accuracy_pct"], 2).tolist(), file=sys.stderr)
+                print(job, np.round(res["accuracy_pct"], 2).tolist(), file=sys.stderr, flush=True)
     else:
         for job in jobs:
             results[job] = _job(job)[1]
     out["jobs"] = args.jobs
-
-    def row(name, r):
+    for n in names:
+        key = ("rl", n.split("-", 1)[1]) if n in ("rl-dominance", "rl-mnasnet", "rl-tunas") else (n,)
+        runs = [results[(key[0], s, *key[1:])] for s in seeds]
+        acc = np.array([r["accuracy_pct"] for r in runs])
+        row = {"accuracy_pct_per_seed": acc.tolist(), "accuracy_pct": acc.mean(0).tolist(),
+               "queries": [r.get("queries") for r in runs], "seconds": [r["seconds"] for r in runs]}
         if evo:
-            r["minus_evolution"] = [a - e for a, e in zip(r["accuracy_pct"], evo)]
-            r["mean_minus_evolution"] = float(np.mean(r["minus_evolution"]))
-        out["rows"][name] = r
-
-    for k in (2, 5, 10, 30):
-        row("v2" if k == ws.budgets.k else f"v2-k{k}", results[("v2", k)])
-    for reward in ("dominance", "mnasnet", "tunas"):
-        row(f"rl-{reward}", results[("rl", reward)])
-    row("rl-no-accuracy", results[("rl-no-accuracy",)])
-    ind = [results[("rl-independent", b)] for b in budgets]
-    row("rl-independent", {"accuracy_pct": [r["accuracy_pct"][0] for r in ind],
-                           "seconds": float(sum(r["seconds"] for r in ind)),
-                           "steps_each": RL_STEPS // len(budgets)})
+            d = acc - np.asarray(evo)
+            row["minus_evolution"] = d.mean(0).tolist()
+            row["mean_minus_evolution"] = float(d.mean())
+            row["worst_seed_minus_evolution"] = float(d.min())
+        out["rows"][n] = row
     out["machine"]["load_avg_end"] = __import__("os").getloadavg()
     atomic_write_json(args.out, out)
     print(json.dumps({n: round(r.get("mean_minus_evolution", float("nan")), 3) for n, r in out["rows"].items()}))

@@ -39,12 +39,14 @@ def train_workspace(workspace, dataset_path: str | Path | None = None, progress:
 
 def _train_locked(ws, path: Path, progress: Progress | None, log: Callable[[str], None] | None) -> dict[str, Any]:
     from nagkit.data.dataset import load_dataset, make_header
+    from nagkit.data.journal import JournaledSource, QueryJournal, table_tag
     from nagkit.io import sha256_file
     from nagkit.nag.config import config_to_dict
-    from nagkit.nag.train import save_trained, train_models
+    from nagkit.nag.train import check_query_budget, save_trained, train_models
 
     ds = load_dataset(path, space=ws.space)
     fc = ws.frontier_config
+    check_query_budget(fc, f"workspace {ws.name!r}: [frontier] total_queries")
     source = ws.open_accuracy_source()
     expensive = getattr(source, "expensive", False)
     if expensive and fc.queries != 0:
@@ -53,31 +55,70 @@ def _train_locked(ws, path: Path, progress: Progress | None, log: Callable[[str]
             "frontier search would query it thousands of times",
             hint="set [frontier] queries = 0 in the workspace (train on the dataset alone), or collect "
                  "accuracies on a GPU first")
+    table_prov = ws.latency_table_provenance()
+    tag = table_tag(table_prov)
+    journal = QueryJournal(ws.artifact_path("queries"), ws.space, source.provenance())
+    paid = journal.read()
+    plan = query_plan(fc, ds, paid, tag)
+    archs = list(ds.archs) + list(paid.archs)
+    acc = list(ds.accuracy) + list(paid.accuracy)
     if log:
-        log(f"training on {len(ds)} archs of {path}")
-    trained = train_models(ws.space, ws.latency_table, ds.archs, ds.accuracy, budgets=ws.budgets,
+        log(f"training on {len(ds)} archs of {path}" + (f" and {len(paid)} journaled queries of {journal.path}"
+                                                          if len(paid) else "")
+            + (f" ({plan['carried']} accuracies carried over from another latency table)" if plan["carried"] else "")
+            + f"; up to {plan['cap']} new accuracy queries")
+    queried = JournaledSource(source, journal, tag)
+    trained = train_models(ws.space, ws.latency_table, archs, acc, budgets=ws.budgets,
                            evaluator_cfg=ws.evaluator_config, generator_cfg=ws.generator_config,
-                           frontier_cfg=fc, source=None if fc.queries == 0 else source, progress=progress)
+                           frontier_cfg=fc, surrogate_cfg=ws.surrogate_config,
+                           source=None if plan["cap"] == 0 else queried, progress=progress, query_cap=plan["cap"])
     rep = trained.report
-    queries = {"dataset": len(ds), "frontier_search": rep["frontier"]["queries"],
-               "refinement": rep["refinement"]["queries"],
-               "total": len(ds) + rep["frontier"]["queries"] + rep["refinement"]["queries"]}
+    new = rep["frontier"]["queries"] + rep["refinement"]["queries"]
+    queries = {"dataset": len(ds), "journaled_before": len(paid), "carried": plan["carried"],
+               "frontier_search": rep["frontier"]["queries"], "refinement": rep["refinement"]["queries"],
+               "new": new, "for_this_table": plan["paid_for_table"] + new,
+               "total": len(ds) + len(paid) + new, "cap": plan["cap"], "budget": plan["budget"]}
     prov = {"workspace": ws.name, "dataset": str(path), "dataset_sha256": sha256_file(path), "dataset_rows": len(ds),
             "dataset_header": {k: ds.header.get(k) for k in ("space", "seed", "accuracy_source")},
-            "latency_table": ws.latency_table_provenance(), "seed": ws.seed, "budgets": config_to_dict(ws.budgets),
-            "frontier": config_to_dict(fc), "accuracy_queries": queries}
-    header = make_header(ws.space, ws.latency_table_provenance(), source.provenance(), ws.seed)
+            "latency_table": table_prov, "seed": ws.seed, "budgets": config_to_dict(ws.budgets),
+            "frontier": config_to_dict(fc), "surrogate": config_to_dict(ws.surrogate_config),
+            "accuracy_queries": queries}
+    header = make_header(ws.space, table_prov, source.provenance(), ws.seed)
     header["sampling"] = ("frontier archive: the archs among the generator's imitation_top most accurate of the "
                           "training data within their own latency (nagkit train)")
     header["archive"] = {"k": ws.generator_config.imitation_top, "rows": len(trained.archive),
                          "dataset_sha256": prov["dataset_sha256"], "accuracy_queries": queries}
     paths = {k: ws.artifact_path(k) for k in ("evaluator", "generator", "archive")}
     save_trained(trained, paths, prov, header)
-    hold = rep["evaluator"].get("holdout", {})
+    ev = rep["evaluator"]
     return {"evaluator": str(paths["evaluator"]), "generator": str(paths["generator"]),
-            "archive": str(paths["archive"]), "range_ms": rep["range_ms"], "grid_ms": rep["grid_ms"],
-            "seconds": rep["seconds"], "accuracy_queries": queries, "holdout": hold,
+            "archive": str(paths["archive"]), "queries_journal": str(journal.path), "range_ms": rep["range_ms"],
+            "grid_ms": rep["grid_ms"], "seconds": rep["seconds"], "accuracy_queries": queries,
+            "evaluator_kind": ev.get("kind", "learned"), "holdout": ev.get("holdout", {}),
+            "frontier_fit": ev.get("frontier_fit", {}),
             "archive_rows": rep["archive_rows"], "training_rows": rep["training_rows"]}
+
+
+def query_plan(fc, ds, paid, tag: str) -> dict[str, int]:
+    """How many new accuracy queries a training for the table tagged ``tag`` may make.
+
+    Accuracies paid for another table, or a dataset carried over from one, are *carried*: free.
+    A training from scratch may spend ``total_queries`` in all, its dataset included; one that
+    starts from carried accuracies ``retarget_queries`` new ones. Queries a previous run already
+    journaled for this table count as spent (a rerun after a failure spends only the rest)."""
+    ds_tag = ((ds.header.get("latency_table") or {}).get("sha256") or "")[:16]
+    ds_carried = bool(ds.header.get("carried_from")) or (bool(ds_tag) and ds_tag != tag)
+    carried = (len(ds) if ds_carried else 0) + (len(paid) - paid.paid_for(tag))
+    for_table = paid.paid_for(tag)
+    if fc.queries == 0:
+        budget = 0
+    elif fc.queries > 0:
+        budget = fc.queries
+    elif carried:
+        budget = fc.retarget_queries
+    else:
+        budget = fc.total_queries - len(ds)
+    return {"cap": max(0, budget - for_table), "budget": budget, "carried": carried, "paid_for_table": for_table}
 
 
 def generate(workspace, budgets: Sequence[float], *, samples: int | None = None, seed: int = 0, top: int = 10,

@@ -13,9 +13,13 @@ Example (``nagkit/resources/workspaces/ofa-note10/nagkit.toml``)::
     dataset = "dataset.jsonl"
     evaluator = "evaluator.pt"
     generator = "generator.pt"
+    archive = "archive.jsonl"
+    queries = "queries.jsonl"             # every accuracy training paid for (kept when re-targeted)
 
-    [budgets]       # K, optional min_ms/max_ms (default: the dataset's latency range)
+    [budgets]       # K, optional min_ms/max_ms (default: the table's whole range)
     [dataset]       # n, seed
+    [frontier]      # total_queries: the training's query budget (see nagkit.nag.config.FrontierConfig)
+    [surrogate]     # see nagkit.nag.config.SurrogateConfig
     [evaluator]     # see nagkit.nag.config.EvaluatorConfig
     [generator]     # see nagkit.nag.config.GeneratorConfig
     [inference]     # samples, max_rounds, rerank
@@ -51,6 +55,7 @@ from typing import Any
 from nagkit.errors import ArtifactError, BadInputError, check_seed, did_you_mean, reject_unknown_keys, short_repr
 from nagkit.io import check_path_text, shown_path
 from nagkit.nag.config import (BudgetConfig, EvaluatorConfig, FrontierConfig, GeneratorConfig, InferenceConfig,
+                               SurrogateConfig,
                                config_from_dict)
 from nagkit.app.workspace_config import (_ARTIFACT_KEYS, _DATASET_KEYS, _check_types, _default_artifact,
                                          _inline_space, _read_toml)
@@ -67,12 +72,12 @@ DEFAULT_PRESET = "fmnist"  # the embedded default workspace (used when no --work
 HOME_ENV = "NAGKIT_HOME"
 
 _TOP_KEYS = ("name", "description", "copied_from", "space", "latency_table", "accuracy", "accuracy_options", "supernet",
-             "seed", "artifacts", "budgets", "dataset", "evaluator", "generator", "frontier", "inference")
+             "seed", "artifacts", "budgets", "dataset", "surrogate", "evaluator", "generator", "frontier", "inference")
 
 
 @dataclass(frozen=True)
 class DatasetSettings:
-    n: int = 16000
+    n: int = 501  # by default a tenth of the training's query budget (dataset_size)
     seed: int = 0
 
 
@@ -91,6 +96,7 @@ class Workspace:
     artifacts: dict[str, str] = field(default_factory=dict)
     budgets: BudgetConfig = BudgetConfig()
     dataset_settings: DatasetSettings = DatasetSettings()
+    surrogate_config: SurrogateConfig = SurrogateConfig()
     evaluator_config: EvaluatorConfig = EvaluatorConfig()
     generator_config: GeneratorConfig = GeneratorConfig()
     frontier_config: FrontierConfig = FrontierConfig()
@@ -305,10 +311,12 @@ def init_workspace(dest: str | Path | None, *, source: str | Path | Workspace | 
     """A new user workspace: a copy of ``source`` (a preset or any workspace; default the
     default preset) at ``dest`` (a folder path, or a name under :func:`user_workspaces_dir`;
     default: the source's name). ``latency_table`` re-targets the copy to another table (read
-    and checked now: a table of another space, or not a table, is refused): the copied
-    dataset/evaluator/generator/archive belong to the old table and are left out;
-    ``resolutions`` narrows the space to those a table covers. Nothing is written when any
-    check fails (:mod:`nagkit.app.workspace_files`)."""
+    and checked now: a table of another space, or not a table, is refused): the evaluator,
+    generator and archive belong to the old table and are left out; the dataset (its latency
+    recomputed on the new table) and the query journal come along, as accuracies carried over (a
+    training then spends ``retarget_queries`` new ones, decisions 37); ``resolutions`` narrows
+    the space to those a table covers. Nothing is written when any check fails
+    (:mod:`nagkit.app.workspace_files`)."""
     src = load_workspace(source)
     src_ref = src.ref  # before the copy exists (a copy of the same name would take the name)
     target = dest_folder(dest if dest is not None else src.root.name, user_workspaces_dir())
@@ -321,7 +329,9 @@ def init_workspace(dest: str | Path | None, *, source: str | Path | Workspace | 
     if latency_table is not None:
         table = _checked_table(latency_table, src)
         text = set_key(text, "latency_table", str(table))
-        skip = {src.artifact_path(k).resolve() for k in _ARTIFACT_KEYS} | {
+        # the models and the frontier archive belong to the old table; the dataset and the query
+        # journal are accuracies, which do not depend on it, so they come along (decisions 37)
+        skip = {src.artifact_path(k).resolve() for k in ("evaluator", "generator", "archive")} | {
             src.artifact_path(k).with_suffix(".json").resolve() for k in ("evaluator", "generator")}
     if resolutions is not None:
         text = set_resolutions(text, src.space.name, sorted(int(r) for r in resolutions))
@@ -329,7 +339,20 @@ def init_workspace(dest: str | Path | None, *, source: str | Path | Workspace | 
                                                           f", re-targeted to {latency_table}")
     text = set_key(set_key(text, "name", target.name), "copied_from", src_ref)
     copy_workspace(src.root, target, skip, force, " ".join(header.splitlines()) + "\n" + text, check=_load_file)
-    return _load_file(target / CONFIG_NAME)
+    made = _load_file(target / CONFIG_NAME)
+    if latency_table is not None:
+        _relabel_carried(made)
+    return made
+
+
+def _relabel_carried(ws: Workspace) -> None:
+    """A re-targeted copy's dataset, its latency recomputed on the new table and marked as
+    carried over (no accuracy query; :func:`nagkit.data.dataset.relabel`)."""
+    from nagkit.data.dataset import relabel
+
+    ds = ws.artifact_path("dataset")
+    if ds.is_file():
+        relabel(ds, ds, space=ws.space, table=ws.latency_table, table_prov=ws.latency_table_provenance())
 
 
 def _checked_table(latency_table: str | Path, src: Workspace) -> Path:
@@ -359,6 +382,12 @@ def writable_workspace(ws: Workspace, what: str) -> Workspace:
         log.warning("workspace %s is shipped with nagkit and never modified: %s writes to your copy %s "
                     "(made now; `--workspace %s` finds it from now on)", ws.name, what, dest, ws.root.name)
     return copy
+
+
+def dataset_size(frontier: FrontierConfig) -> int:
+    """The uniform dataset's default size: a tenth of the training's query budget (501 of 5,010;
+    decisions 37), at least 100."""
+    return max(100, frontier.total_queries // 10)
 
 
 def _check_keys(d: dict[str, Any], valid: tuple[str, ...], where: str) -> None:
@@ -405,6 +434,7 @@ def _load_file(path: Path) -> Workspace:
     ds = cfg.get("dataset", {})
     _check_keys(ds, _DATASET_KEYS, f"{where} [dataset]")
     seed = check_seed(cfg.get("seed", 0), f"{where}: 'seed'", hint=f"fix `seed` in {where}")
+    frontier = config_from_dict(FrontierConfig, cfg.get("frontier"), f"{where} [frontier]")
     return Workspace(
         root=path.parent,
         name=str(cfg.get("name", path.parent.name)),
@@ -418,11 +448,13 @@ def _load_file(path: Path) -> Workspace:
         seed=seed,
         artifacts={k: str(v) for k, v in arts.items()},
         budgets=config_from_dict(BudgetConfig, cfg.get("budgets"), f"{where} [budgets]"),
-        dataset_settings=DatasetSettings(**{"seed": seed, **ds}),
+        dataset_settings=DatasetSettings(**{"seed": seed, "n": dataset_size(frontier), **ds}),
+        surrogate_config=config_from_dict(SurrogateConfig, {"seed": seed, **cfg.get("surrogate", {})},
+                                          f"{where} [surrogate]"),
         evaluator_config=config_from_dict(EvaluatorConfig, {"seed": seed, **cfg.get("evaluator", {})},
                                           f"{where} [evaluator]"),
         generator_config=config_from_dict(GeneratorConfig, {"seed": seed, **cfg.get("generator", {})},
                                           f"{where} [generator]"),
-        frontier_config=config_from_dict(FrontierConfig, cfg.get("frontier"), f"{where} [frontier]"),
+        frontier_config=frontier,
         inference=config_from_dict(InferenceConfig, cfg.get("inference"), f"{where} [inference]"),
     )

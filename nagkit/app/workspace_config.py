@@ -12,13 +12,13 @@ from nagkit.errors import SEED_MAX, BadInputError, short_repr
 from nagkit.nag.config import DATASET_N_MAX
 from nagkit.space.space import SearchSpace
 
-_ARTIFACT_KEYS = ("dataset", "evaluator", "generator", "archive")
+_ARTIFACT_KEYS = ("dataset", "evaluator", "generator", "archive", "queries")
 _DATASET_KEYS = ("n", "seed")
 
 
 def _default_artifact(kind: str) -> str:
     return {"dataset": "dataset.jsonl", "evaluator": "evaluator.pt", "generator": "generator.pt",
-            "archive": "archive.jsonl"}[kind]
+            "archive": "archive.jsonl", "queries": "queries.jsonl"}[kind]
 
 
 #: The largest nagkit.toml read (the shipped ones are under 4 KB); checked before parsing.
@@ -47,8 +47,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise BadInputError(f"{name} nests too deeply to be a workspace") from None
 
 
-_TABLE_KEYS = ("artifacts", "accuracy_options", "budgets", "dataset", "evaluator", "generator", "frontier",
-               "inference")
+_TABLE_KEYS = ("artifacts", "accuracy_options", "budgets", "dataset", "surrogate", "evaluator", "generator",
+               "frontier", "inference")
 _DATASET_N_MAX = DATASET_N_MAX
 _NAME_MAX = 255
 

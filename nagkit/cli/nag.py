@@ -85,17 +85,28 @@ def train(workspace, dataset_path, as_json):
     r = train_workspace(ws, dataset_path, progress=phase_progress(), log=log)
     hold = r["holdout"]
     q = r["accuracy_queries"]
-    emit(r, as_json, lambda r: "\n".join([
-        f"evaluator  {r['evaluator']}",
-        f"generator  {r['generator']}",
-        f"archive    {r['archive']} ({r['archive_rows']} archs)",
-        f"budgets    {r['range_ms'][0]:.3g}..{r['range_ms'][1]:.3g} ms (the space's range on the table)",
-        f"queries    {q['total']} accuracy queries ({q['dataset']} dataset + {q['frontier_search']} frontier search "
-        f"+ {q['refinement']} refinement)",
-        f"held-out   Kendall tau {hold.get('mean_kendall_tau', float('nan')):.3f}, "
-        f"among feasible {hold.get('mean_kendall_tau_feasible', float('nan')):.3f}",
-        f"time       {r['seconds']:.1f} s",
-    ]))
+
+    def human(r) -> str:
+        fit = r["frontier_fit"]
+        quality = (f"surrogate  {fit.get('mae_points', float('nan')):.3f} points mean error on the frontier archive"
+                   if r["evaluator_kind"] == "surrogate" else
+                   f"held-out   Kendall tau {hold.get('mean_kendall_tau', float('nan')):.3f}, "
+                   f"among feasible {hold.get('mean_kendall_tau_feasible', float('nan')):.3f}")
+        carried = f", {q['carried']} carried over from another table" if q["carried"] else ""
+        return "\n".join([
+            f"evaluator  {r['evaluator']} ({r['evaluator_kind']})",
+            f"generator  {r['generator']}",
+            f"archive    {r['archive']} ({r['archive_rows']} archs)",
+            f"journal    {r['queries_journal']}",
+            f"budgets    {r['range_ms'][0]:.3g}..{r['range_ms'][1]:.3g} ms (the space's range on the table)",
+            f"queries    {q['new']} new this run (frontier search {q['frontier_search']}, refinement "
+            f"{q['refinement']}); {q['total']} accuracies in all ({q['dataset']} dataset{carried}); "
+            f"{q['for_this_table']} of this table's budget of {q['budget']} spent",
+            quality,
+            f"time       {r['seconds']:.1f} s",
+        ])
+
+    emit(r, as_json, human)
 
 
 @click.command()

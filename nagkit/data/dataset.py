@@ -184,8 +184,10 @@ def dataset_from_arrays(space: SearchSpace, archs: Sequence[Arch], lat, acc, hea
 def relabel(src: str | Path, dest: str | Path, *, space: SearchSpace, table, table_prov: dict[str, Any]) -> ArchDataset:
     """A dataset for another latency table without a single accuracy query: the rows of ``src``
     whose arch lies in ``space`` (e.g. at the resolutions a device's table covers), with their
-    accuracy and the latency ``table`` predicts. Written atomically to ``dest``; the header names
-    the source file (sha256) and keeps its accuracy source and seed."""
+    accuracy and the latency ``table`` predicts. Written atomically to ``dest`` (which may be
+    ``src``); the header names the source file (sha256), keeps its accuracy source and seed, and
+    records in ``carried_from`` the table the accuracies were first paid for (a training counts
+    them as carried over, not as its own queries: decisions 37)."""
     from nagkit.io import atomic_write_text, sha256_file
 
     old = load_dataset(src)
@@ -202,6 +204,7 @@ def relabel(src: str | Path, dest: str | Path, *, space: SearchSpace, table, tab
     archs = [a for a, _ in keep]
     lat = table.predict_many(space, archs)
     header = make_header(space, table_prov, old.header.get("accuracy_source", {}), int(old.header.get("seed", 0)))
+    header["carried_from"] = old.header.get("carried_from") or old.header.get("latency_table") or {"file": str(src)}
     header["sampling"] = (f"relabelled: the archs and accuracies of {Path(src).name} (sha256 "
                           f"{sha256_file(src)[:16]}, {len(old)} rows, {old.header.get('sampling', 'uniform')}) lying "
                           f"in this space ({len(keep)} rows), with latency from this table; no accuracy query")

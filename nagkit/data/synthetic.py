@@ -106,8 +106,9 @@ def tiny_workspace_toml(**sections: dict) -> str:
                 "evaluator": {"epochs": 8, "hidden": 64, "batch_size": 64},
                 "generator": {"imitation_steps": 60, "imitation_batch": 64, "steps": 10, "samples_per_budget": 16,
                               "budgets_per_step": 5, "hidden": 32},
-                "frontier": {"total_queries": 1000, "budgets": 4, "children": 10, "refine_budgets": 10,
-                             "refine_samples": 10, "refine_top": 2, "refine_epochs": 2, "refine_imitation": 10},
+                "surrogate": {"hidden": 32, "first_steps": 100, "round_steps": 20, "final_steps": 50},
+                "frontier": {"total_queries": 1000},
+                "frontier.active": {"budgets": 20, "picks": 2, "generations": 3, "children": 24},
                 "inference": {"samples": 100}}
     for name, vals in {**defaults, **sections}.items():
         lines.append(f"\n[{name}]")

@@ -286,7 +286,16 @@ class LatencyTable:
             if e is None:
                 raise self._missing(key, arch.r, arch)
             total += float(e[self.stat]) if cal is None else cal.block_factor(key) * float(e[self.stat])
+        if not math.isfinite(total):
+            raise self._overflow(arch)
         return float(total)
+
+    def _overflow(self, what: Any) -> ArtifactError:
+        """A sum of finite entries (or calibration factors) that overflowed: no real table does that."""
+        return ArtifactError(f"latency table{f' {str(self.path)!r}' if self.path else ''} predicts a latency too "
+                             f"large to represent for {short_repr(str(what), 80)} (its entries or calibration "
+                             "factors are far too large to be measurements)",
+                             hint="re-profile the device: `nagkit profile --device D`")
 
     def breakdown(self, space: SearchSpace, arch: Arch) -> list[tuple[str, float]]:
         """(key, ms) per layer, in network order."""
@@ -370,7 +379,7 @@ class LatencyTable:
         bad = np.nonzero(~np.isfinite(out))[0]
         if bad.size:
             self.predict(space, archs[int(bad[0])], calibrated=False)  # raises naming the key
-            raise ArtifactError(f"latency table has a non-finite entry used by arch {archs[int(bad[0])]}")
+            raise self._overflow(archs[int(bad[0])])
         return out
 
     def latency_range(self, space: SearchSpace, calibrated: bool = True) -> tuple[float, float]:
@@ -381,7 +390,7 @@ class LatencyTable:
             fixed, slots = self.slot_arrays(space, r, calibrated=calibrated)
             if not np.isfinite(fixed) or not np.all(np.isfinite(slots)):
                 missing = self.missing_keys(space, [r])
-                raise self._missing(missing[0] if missing else "(unknown)", r)
+                raise self._missing(missing[0], r) if missing else self._overflow(f"{space.name} at r={r}")
             smin = slots.reshape(slots.shape[0], -1).min(axis=1)
             smax = slots.reshape(slots.shape[0], -1).max(axis=1)
             rlo, rhi = fixed, fixed
@@ -391,6 +400,8 @@ class LatencyTable:
                 rlo += min(cmin[d - 1] for d in space.depth_list)
                 rhi += max(cmax[d - 1] for d in space.depth_list)
             lo, hi = min(lo, rlo), max(hi, rhi)
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise self._overflow(f"the slowest arch of {space.name}")
         return float(lo), float(hi)
 
     def missing_keys(self, space: SearchSpace, resolutions: Iterable[int] | None = None) -> list[str]:

@@ -1,14 +1,14 @@
 """Frozen configs of the NAG pieces (no torch import; workspaces validate their TOML with them).
 
-One configuration serves every workspace: the defaults below are the method (NAG v2,
-docs/decisions.md 17). A workspace sets what depends on its data, not on its latency table:
-the dataset size and, for an expensive accuracy source, how many training-time queries it can
-afford (``[frontier] queries``).
+One configuration serves every workspace: the defaults below are the method (NAG v3,
+docs/decisions.md 37; v2's pieces stay selectable for the ablations). A workspace sets only what
+depends on its accuracy source's cost: its query budget (``[frontier] total_queries``, the
+dataset included; ``queries = 0`` for a source too dear to query during training).
 
 Sections of ``nagkit.toml`` map to these classes: ``[budgets]`` → :class:`BudgetConfig`,
-``[evaluator]`` → :class:`EvaluatorConfig`, ``[generator]`` → :class:`GeneratorConfig`,
-``[frontier]`` → :class:`FrontierConfig`, ``[inference]`` (with ``[inference.search]``) →
-:class:`InferenceConfig`.
+``[surrogate]`` → :class:`SurrogateConfig`, ``[evaluator]`` → :class:`EvaluatorConfig`,
+``[generator]`` → :class:`GeneratorConfig`, ``[frontier]`` (with ``[frontier.active]``) →
+:class:`FrontierConfig`, ``[inference]`` (with ``[inference.search]``) → :class:`InferenceConfig`.
 """
 
 from __future__ import annotations
@@ -38,13 +38,37 @@ class BudgetConfig:
 
 
 @dataclass(frozen=True)
+class SurrogateConfig:
+    """The accuracy surrogate (:mod:`nagkit.nag.surrogate`): an MLP over the arch's one-hot
+    encoding regressing 100 x accuracy, fitted on every queried arch. It screens the frontier
+    search's candidates and, as the v3 evaluator, ranks the generator's samples (with the exact
+    accuracy of every queried arch). ``first_steps`` on the dataset, ``round_steps`` more after
+    each round of queries (warm start), ``final_steps`` on everything at the end."""
+
+    hidden: int = 128
+    layers: int = 2
+    lr: float = 3e-3
+    weight_decay: float = 0.0
+    batch_size: int = 256
+    first_steps: int = 300
+    round_steps: int = 50
+    focus: bool = True  # refits put the round's new rows in every batch
+    final_steps: int = 300
+    seed: int = 0
+
+
+@dataclass(frozen=True)
 class EvaluatorConfig:
-    """R(alpha | B; w): three FC layers over [arch encoding, budget embedding g(B), budget-relative
+    """R(alpha | B; w). ``kind = "surrogate"`` (v3, the default): R is computed from the accuracy
+    surrogate and the table: 100 x accuracy (exact for a queried arch, the surrogate's estimate
+    otherwise) for an arch within B, below every accuracy, by latency, for one over B, which is
+    the Pareto dominance order. ``kind = "learned"`` (v2): three FC layers over [arch encoding, budget embedding g(B), budget-relative
     latency]. ``loss = "pointwise"`` regresses R onto a target whose order is the Pareto
     dominance order (feasible archs by accuracy, above every infeasible one, those by latency);
     ``"pairwise"`` is the paper's hinge loss over all pairs of a minibatch and ``pairwise_budgets``
     budgets. ``accuracy_term = false`` drops accuracy from the dominance (paper Table 3)."""
 
+    kind: str = "surrogate"
     hidden: int = 256
     epochs: int = 150
     min_steps: int = 2000  # at least this many optimizer steps (small datasets: more passes)
@@ -68,10 +92,10 @@ class GeneratorConfig:
     ``entropy``). ``reward`` picks the reward of the REINFORCE phase: the evaluator
     (``dominance``), or MnasNet's / TuNAS's with the evaluator's accuracy estimate."""
 
-    hidden: int = 128
+    hidden: int = 64
     token_dim: int = 16
-    imitation_steps: int = 600
-    imitation_batch: int = 256
+    imitation_steps: int = 200
+    imitation_batch: int = 128
     imitation_top: int = 3  # targets per budget: its top archs within B in the archive
     steps: int = 0
     budgets_per_step: int = 16  # K budgets per REINFORCE step (stratified over the range)
@@ -107,24 +131,57 @@ class SearchConfig:
 
 
 @dataclass(frozen=True)
-class FrontierConfig(SearchConfig):
-    """Training-time frontier search over the whole latency range (``budgets`` per round,
-    stratified); ``queries = -1`` spends what ``total_queries`` leaves after the dataset and
-    the refinement. Refinement (``refine_rounds``): at ``refine_budgets`` budgets, the
-    generator's ``refine_samples`` samples are ranked by the evaluator and its ``refine_top``
-    picks queried, so the evaluator learns where its own choices are wrong; the evaluator then
-    trains ``refine_epochs`` more epochs and the generator imitates the updated archive for
-    ``refine_imitation`` steps."""
+class ActiveConfig:
+    """The surrogate-assisted frontier search (v3, ``[frontier.active]``; decisions 37). Each
+    round: ``budgets`` budgets drawn across the table's whole range (equal slices of
+    log-latency); per budget, its ``parents`` most accurate queried archs within it seed a
+    population of ``population`` that evolves ``generations`` generations on the surrogate alone
+    (``children`` mutants per generation: 1..``max_changes`` small moves, a ``crossover`` share
+    crossed, ``repair`` latency-lowering steps if over B); the ``picks`` best new archs per budget
+    by the surrogate are queried, and the surrogate is refitted on everything."""
 
+    budgets: int = 100
+    picks: int = 2
+    parents: int = 16
+    population: int = 32
+    generations: int = 6
+    children: int = 96
+    max_changes: int = 3
+    res_step: int = 4
+    crossover: float = 0.2
+    repair: int = 4
+
+
+@dataclass(frozen=True)
+class FrontierConfig(SearchConfig):
+    """Training-time frontier search over the whole latency range, within the training's query
+    budget: ``total_queries`` in all, the dataset included, for a training from scratch; a
+    training that starts from accuracies carried over from another table (``nagkit init --from W
+    --latency-table T``) spends at most ``retarget_queries`` new ones. ``queries = -1`` spends
+    what the budget leaves after the dataset; ``queries = 0`` makes no query (the dataset alone).
+
+    ``method = "surrogate"`` (v3, the default): :class:`ActiveConfig`. ``method = "guided"``
+    (v2, for the ablations): the accuracy-guided local search of :mod:`nagkit.nag.guided` at
+    ``budgets`` budgets per round with a local ridge screen, then refinement (``refine_rounds``):
+    at ``refine_budgets`` budgets the generator's ``refine_samples`` samples are ranked by the
+    evaluator and its ``refine_top`` picks queried; the evaluator trains ``refine_epochs`` more
+    epochs and the generator imitates the updated archive for ``refine_imitation`` steps."""
+
+    method: str = "surrogate"
     queries: int = -1
-    total_queries: int = 50_100  # dataset + frontier search + refinement (OFA's evolution for one budget)
+    total_queries: int = 5_010  # dataset + frontier search: one-tenth of OFA's evolution for one budget
+    retarget_queries: int = 1_000
+    active: ActiveConfig = field(default_factory=ActiveConfig)
     budgets: int = 20
-    refine_rounds: int = 2
+    refine_rounds: int = 0
     refine_budgets: int = 200
     refine_samples: int = 50
     refine_top: int = 4
     refine_epochs: int = 20
     refine_imitation: int = 150
+
+
+MIN_QUERIES = 500  # a training that queries its source needs at least this many in all (decisions 37)
 
 
 @dataclass(frozen=True)
@@ -159,8 +216,12 @@ _RANGES: dict[str, tuple[float, float]] = {  # inclusive bounds of numeric field
     "temperature": (1e-3, 100.0), "refine_rounds": (0, 1000), "refine_budgets": (1, 100_000),
     "refine_samples": (1, 100_000), "refine_top": (1, 1000), "refine_epochs": (0, 100_000),
     "refine_imitation": (0, 10_000_000), "min_ms": (0.0, 1e9), "max_ms": (0.0, 1e9), "seed": (0, SEED_MAX),
+    "layers": (1, 16), "first_steps": (0, 10_000_000), "round_steps": (0, 10_000_000), "final_steps": (0, 10_000_000),
+    "retarget_queries": (0, 1_000_000_000), "picks": (1, 100_000), "population": (1, 100_000),
+    "generations": (0, 10_000),
 }
-_CHOICES = {"loss": ("pointwise", "pairwise"), "reward": ("dominance", "mnasnet", "tunas")}
+_CHOICES = {"loss": ("pointwise", "pairwise"), "reward": ("dominance", "mnasnet", "tunas"),
+            "kind": ("surrogate", "learned"), "method": ("surrogate", "guided")}
 
 
 def config_from_dict(cls: type[C], d: dict[str, Any] | None, where: str) -> C:

@@ -30,3 +30,4 @@ def onehot(space: SearchSpace, dec: Decisions):
     if len(space.resolutions) > 1:
         parts.append(one_hot(torch.as_tensor(dec.r), len(space.resolutions)).float())
     return torch.cat(parts, dim=1)
+

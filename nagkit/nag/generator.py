@@ -117,10 +117,7 @@ class Generator(nn.Module):
         ri = torch.zeros(n, dtype=torch.long)
         depth = torch.zeros(n, sp.n_stages, dtype=torch.long)
         blk = torch.zeros(n, sp.n_block_slots, dtype=torch.long)
-        lo = bd.r_min.min().expand(n).clone()  # fastest and slowest completion so far
-        hi = bd.r_max.max().expand(n).clone()
-        if len(sp.resolutions) == 1:
-            lo, hi = bd.r_min[0].expand(n).clone(), bd.r_max[0].expand(n).clone()
+        lo, hi = self._start_bounds(n)  # fastest and slowest completion so far
         logp, ent = torch.zeros(n), torch.zeros(n)
         for t, (kind, s, j) in enumerate(self.layout):
             left = b - lo
@@ -130,18 +127,7 @@ class Generator(nn.Module):
             c = sg[:, hid:2 * hid] * c + sg[:, :hid] * torch.tanh(gates[:, 2 * hid:3 * hid])
             h = sg[:, 3 * hid:] * torch.tanh(c)
             size = self.sizes[t]
-            live = None
-            if kind == "r":
-                opt_lo, opt_hi = bd.r_min.expand(n, -1), bd.r_max.expand(n, -1)
-            elif kind == "depth":
-                opt_lo = (lo - bd.dmin_lo[ri, s])[:, None] + bd.depth_min[ri, s]
-                opt_hi = (hi - bd.dmax_hi[ri, s])[:, None] + bd.depth_max[ri, s]
-            else:
-                slot = s * md + j
-                live = self._live[depth[:, s], j]
-                blocks = bd.blocks[ri, slot]  # [n, nb]
-                opt_lo = torch.where(live[:, None], (lo - bd.slot_min[ri, slot])[:, None] + blocks, lo[:, None])
-                opt_hi = torch.where(live[:, None], (hi - bd.slot_max[ri, slot])[:, None] + blocks, hi[:, None])
+            opt_lo, opt_hi, live = self._options(kind, s, j, lo, hi, ri, depth, n)
             bad = opt_lo > (b + 1e-9)[:, None]
             if live is not None:
                 bad = torch.where(live[:, None], bad, self._dead)
@@ -187,8 +173,87 @@ class Generator(nn.Module):
         return torch.as_tensor(np.stack(cols, axis=1), dtype=torch.long)
 
     def log_prob(self, budgets: torch.Tensor, dec: Decisions) -> torch.Tensor:
-        """log pi(dec | B) [n] under constrained decoding (each arch must fit its budget)."""
-        return self(budgets, actions=dec, stats=False)[1]
+        """log pi(dec | B) [n] under constrained decoding (each arch must fit its budget).
+
+        Teacher forcing knows every step's input before the LSTM runs: the previous token is the
+        target's, and the budget left and the masks follow from the target's prefix alone. So the
+        bounds are walked once without gradients, then the LSTM runs over the whole sequence in
+        one fused call (``torch.lstm``, the LSTMCell's own weights) and every step's masked
+        log-softmax is taken at once: the same value as decoding step by step (tested), about
+        ten times faster to train on (docs/decisions.md 37)."""
+        if self._bounds is None:
+            raise RuntimeError("Generator.bind(SlotLatency) must be called before decoding")
+        want = self._actions(dec)
+        slack, bad, live = self._teacher_masks(budgets, want)
+        n, t_steps = want.shape
+        g = self.embed(budgets.to(torch.float32))
+        h0, c0 = torch.tanh(self.init_state(g)).chunk(2, dim=1)
+        prev = torch.cat([torch.full((n, 1), t_steps * self.cmax, dtype=torch.long),
+                          torch.arange(t_steps - 1)[None, :] * self.cmax + want[:, :-1]], dim=1)
+        x = torch.cat([g.unsqueeze(1).expand(n, t_steps, g.shape[1]), self.tokens(prev), slack], dim=2)
+        cell = self.cell
+        out = torch.lstm(x, (h0.unsqueeze(0).contiguous(), c0.unsqueeze(0).contiguous()),
+                         [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh], True, 1, 0.0,
+                         self.training, False, True)[0]
+        logits = torch.einsum("nth,thc->ntc", out, self.head_w) + self.head_b
+        logq = torch.log_softmax(logits.masked_fill(bad, float("-inf")), dim=-1)
+        step = logq.gather(2, want.unsqueeze(2)).squeeze(2)
+        return torch.where(live, step, torch.zeros_like(step)).sum(dim=1)
+
+    @torch.no_grad()
+    def _teacher_masks(self, budgets: torch.Tensor, want: torch.Tensor):
+        """For given actions: per step the budget-left features [n, T, 2] (float32), the masked
+        choices [n, T, cmax] (the step's invalid choices and the padding beyond its size) and
+        whether the step is decided [n, T]: what :meth:`forward` computes along the way."""
+        bd, sp, md = self._bounds, self.space, self.space.max_depth
+        n, t_steps = want.shape
+        b = budgets.to(torch.float64)
+        inv_b = 1.0 / b
+        ri = torch.zeros(n, dtype=torch.long)
+        depth = torch.zeros(n, sp.n_stages, dtype=torch.long)
+        lo, hi = self._start_bounds(n)
+        slack = torch.zeros(n, t_steps, 2)
+        bad = torch.ones(n, t_steps, self.cmax, dtype=torch.bool)
+        live_all = torch.ones(n, t_steps, dtype=torch.bool)
+        for t, (kind, s, j) in enumerate(self.layout):
+            left = b - lo
+            slack[:, t, 0] = (left * inv_b).clamp(-1, 1).float()
+            slack[:, t, 1] = (left / (hi - lo).clamp_min(1e-9)).clamp(0, 2).float()
+            opt_lo, opt_hi, live = self._options(kind, s, j, lo, hi, ri, depth, n)
+            step_bad = opt_lo > (b + 1e-9)[:, None]
+            if live is not None:
+                step_bad = torch.where(live[:, None], step_bad, self._dead)
+                live_all[:, t] = live
+            bad[:, t, :self.sizes[t]] = step_bad
+            a = want[:, t]
+            ix = a[:, None]
+            lo, hi = opt_lo.gather(1, ix).squeeze(1), opt_hi.gather(1, ix).squeeze(1)
+            if kind == "depth":
+                depth[:, s] = a
+            elif kind == "r":
+                ri = a
+        return slack, bad, live_all
+
+    def _start_bounds(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The fastest and slowest completion before any decision."""
+        bd = self._bounds
+        if len(self.space.resolutions) == 1:
+            return bd.r_min[0].expand(n).clone(), bd.r_max[0].expand(n).clone()
+        return bd.r_min.min().expand(n).clone(), bd.r_max.max().expand(n).clone()
+
+    def _options(self, kind: str, s: int, j: int, lo, hi, ri, depth, n: int):
+        """(fastest, slowest completion of each choice of this step [n, size], live rows or None)."""
+        bd, md = self._bounds, self.space.max_depth
+        if kind == "r":
+            return bd.r_min.expand(n, -1), bd.r_max.expand(n, -1), None
+        if kind == "depth":
+            return ((lo - bd.dmin_lo[ri, s])[:, None] + bd.depth_min[ri, s],
+                    (hi - bd.dmax_hi[ri, s])[:, None] + bd.depth_max[ri, s], None)
+        slot = s * md + j
+        live = self._live[depth[:, s], j]
+        blocks = bd.blocks[ri, slot]  # [n, nb]
+        return (torch.where(live[:, None], (lo - bd.slot_min[ri, slot])[:, None] + blocks, lo[:, None]),
+                torch.where(live[:, None], (hi - bd.slot_max[ri, slot])[:, None] + blocks, hi[:, None]), live)
 
     def config_dict(self) -> dict[str, Any]:
         return {"generator": asdict(self.cfg), "grid": self.grid.to_dict(),

@@ -33,12 +33,14 @@ def _range(ws):
 @pytest.mark.slow
 def test_dataset_train_generate(trained_ws, capsys):
     ws = trained_ws
-    for f in ("dataset.jsonl", "evaluator.pt", "generator.pt", "generator.json", "archive.jsonl"):
+    for f in ("dataset.jsonl", "evaluator.pt", "generator.pt", "generator.json", "archive.jsonl", "queries.jsonl"):
         assert (ws / f).is_file(), f
     meta = json.loads((ws / "generator.json").read_text())
     q = meta["provenance"]["accuracy_queries"]
-    assert q["dataset"] == 600 and q["frontier_search"] == 400 - 40 and 0 < q["refinement"] <= 40
-    assert q["total"] == 600 + q["frontier_search"] + q["refinement"] <= 1000
+    # NAG v3: the dataset and the frontier search share total_queries; every new query is journaled
+    assert q["dataset"] == 600 and q["frontier_search"] == 400 and q["refinement"] == 0
+    assert q["total"] == 600 + 400 == q["budget"] + 600 and q["carried"] == 0
+    assert len((ws / "queries.jsonl").read_text().splitlines()) == 1 + 400
     lo, hi = _range(ws)
     mid = round((lo + hi) / 2, 3)
     rc, out, _ = run(capsys, "generate", "--workspace", str(ws), "--budget", str(mid), "--budget", str(hi), "--json")

@@ -143,3 +143,23 @@ def test_flushing_denormals_changes_no_sample():
     for f in ("r", "depth", "k", "e"):
         assert np.array_equal(getattr(ieee, f), getattr(flushed, f)), f
     assert torch.tensor(1e-40).item() != 0.0  # and the default is back afterwards
+
+
+def test_fused_teacher_forcing_equals_the_step_by_step_decode_with_its_gradients():
+    """log_prob runs the LSTM over the whole sequence at once (decisions 37): the same values and
+    gradients as scoring the actions step by step, at budgets that mask choices."""
+    gen = fresh()
+    b = torch.from_numpy(budgets_across(LAT, 64)).repeat_interleave(3)
+    dec, logp_sampled, _ = gen(b, generator=torch.Generator().manual_seed(7))
+    stepwise = gen(b, actions=dec, stats=False)[1]
+    torch.testing.assert_close(stepwise, logp_sampled)
+    gen.zero_grad()
+    stepwise.sum().backward()
+    want = {k: p.grad.clone() for k, p in gen.named_parameters() if p.grad is not None}
+    gen.zero_grad()
+    fused = gen.log_prob(b, dec)
+    torch.testing.assert_close(fused, stepwise, rtol=1e-5, atol=1e-4)
+    fused.sum().backward()
+    for k, p in gen.named_parameters():
+        if k in want:
+            torch.testing.assert_close(p.grad, want[k], rtol=1e-4, atol=1e-4)

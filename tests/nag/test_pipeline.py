@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from nagkit.data.accuracy import open_accuracy_source
-from nagkit.errors import ArtifactError, BadInputError
+from nagkit.errors import ArtifactError, BadInputError, exit_code_for
 from nagkit.nag.budgets import BudgetBelowRangeError
-from nagkit.nag.config import BudgetConfig, EvaluatorConfig, FrontierConfig, GeneratorConfig, InferenceConfig
+from nagkit.nag.config import (ActiveConfig, BudgetConfig, EvaluatorConfig, FrontierConfig, GeneratorConfig,
+                               InferenceConfig, SurrogateConfig)
 from nagkit.nag.infer import NagModel
 from nagkit.nag.train import save_trained, train_models
 from tests.nag.helpers import LAT, SP, TABLE, synthetic_data
@@ -19,16 +20,20 @@ from tests.nag.helpers import LAT, SP, TABLE, synthetic_data
 EV = EvaluatorConfig(epochs=6, hidden=32, batch_size=64)
 GEN = GeneratorConfig(hidden=32, token_dim=8, imitation_steps=40, imitation_batch=64, steps=5, budgets_per_step=4,
                       samples_per_budget=8)
-FRONT = FrontierConfig(queries=-1, total_queries=700, budgets=4, children=10, parents=4, screen=3, refine_rounds=1,
-                       refine_budgets=5, refine_samples=10, refine_top=2, refine_epochs=2, refine_imitation=5)
+SUR = SurrogateConfig(hidden=32, first_steps=60, round_steps=10, final_steps=30)
+FRONT = FrontierConfig(total_queries=700, active=ActiveConfig(budgets=10, picks=3, generations=2, children=16))
+V2_EV = EvaluatorConfig(kind="learned", epochs=6, hidden=32, batch_size=64)
+V2_FRONT = FrontierConfig(method="guided", queries=-1, total_queries=700, budgets=4, children=10, parents=4, screen=3,
+                          refine_rounds=1, refine_budgets=5, refine_samples=10, refine_top=2, refine_epochs=2,
+                          refine_imitation=5)
 
 
-def _train(seed=0, front=FRONT, source=True):
+def _train(seed=0, front=FRONT, source=True, ev=EV):
     archs, _, acc = synthetic_data(400, seed=1)
     src = open_accuracy_source("synthetic:", SP) if source else None
     tr = train_models(SP, TABLE, archs, acc, budgets=BudgetConfig(k=4, embed_dim=8),
-                      evaluator_cfg=EV, generator_cfg=GeneratorConfig(**{**GEN.__dict__, "seed": seed}),
-                      frontier_cfg=front, source=src)
+                      evaluator_cfg=ev, generator_cfg=GeneratorConfig(**{**GEN.__dict__, "seed": seed}),
+                      frontier_cfg=front, surrogate_cfg=SUR, source=src)
     return tr, src
 
 
@@ -40,16 +45,41 @@ def trained():
 def test_training_spends_the_query_budget_and_covers_the_whole_range(trained):
     tr, src = trained
     rep = tr.report
-    # dataset (400, not queried here) + the two extreme archs + the frontier search + the
-    # refinement (at most 1 round x 5 budgets x 2 picks, kept out of the search's share) <= 700
-    assert rep["frontier"]["cap"] == 700 - 400 - 2 - 10 and rep["frontier"]["queries"] == 2 + 288
-    assert 0 < rep["refinement"]["queries"] <= 10
-    assert src.queries == rep["frontier"]["queries"] + rep["refinement"]["queries"] <= 300
+    # v3: the dataset (400, not queried here) + the two extreme archs + the surrogate-assisted
+    # search spend exactly total_queries = 700; no refinement
+    assert rep["query_cap"] == 300 and rep["frontier"]["queries"] == 300 == src.queries
+    assert rep["frontier"]["method"] == "surrogate" and rep["refinement"]["queries"] == 0
+    assert rep["frontier"]["rounds"] >= 10 and rep["frontier"]["surrogate_fits"] == rep["frontier"]["rounds"] + 1
     assert rep["range_ms"] == pytest.approx([LAT.fastest_ms, LAT.slowest_ms])
     assert rep["grid_ms"][0] == pytest.approx(LAT.fastest_ms) and rep["grid_ms"][-1] == pytest.approx(LAT.slowest_ms)
     ar = tr.archive
     assert ar.latency_ms[0] == pytest.approx(LAT.fastest_ms)  # the fastest network was queried and kept
     assert rep["generator"]["imitation"]["steps"] == 40 and rep["generator"]["reinforce"]["steps"] == 5
+    unique = len(set(map(str, synthetic_data(400, seed=1)[0])))
+    assert rep["evaluator"]["kind"] == "surrogate" and rep["evaluator"]["rows"] == rep["training_rows"] == unique + 300
+
+
+def test_the_search_finds_a_better_frontier_than_the_dataset(trained):
+    """Every queried arch is in the archive's data, and the frontier it finds dominates the
+    uniform dataset's at budgets across the range (synthetic accuracy: the truth is known)."""
+    tr, _ = trained
+    archs, lat, acc = synthetic_data(400, seed=1)
+    budgets = np.linspace(LAT.fastest_ms * 1.3, LAT.slowest_ms * 0.8, 6)
+    best_ds = [acc[lat <= b].max() for b in budgets]
+    best_ar = [tr.archive.accuracy[tr.archive.latency_ms <= b].max() for b in budgets]
+    assert all(a >= d for a, d in zip(best_ar, best_ds)) and sum(a > d for a, d in zip(best_ar, best_ds)) >= 4
+
+
+def test_v2_pipeline_is_kept_for_the_ablations():
+    """``method = "guided"`` and ``kind = "learned"``: v2's search, learned evaluator and refinement."""
+    tr, src = _train(front=V2_FRONT, ev=V2_EV)
+    rep = tr.report
+    # dataset (400, not queried here) + the two extreme archs + the frontier search + the
+    # refinement (at most 1 round x 5 budgets x 2 picks, kept out of the search's share) <= 700
+    assert rep["frontier"]["cap"] == 700 - 400 - 2 - 10 and rep["frontier"]["queries"] == 2 + 288
+    assert 0 < rep["refinement"]["queries"] <= 10
+    assert src.queries == rep["frontier"]["queries"] + rep["refinement"]["queries"] <= 300
+    assert type(tr.evaluator).__name__ == "Evaluator" and "holdout" in rep["evaluator"]
 
 
 def test_training_without_a_source_uses_the_dataset_alone():
@@ -57,6 +87,12 @@ def test_training_without_a_source_uses_the_dataset_alone():
     assert tr.report["frontier"]["queries"] == 0 and tr.report["training_rows"] == len(set(map(str, synthetic_data(400, 1)[0])))
     with pytest.raises(BadInputError, match="accuracy source"):
         _train(front=FrontierConfig(queries=10), source=False)
+
+
+def test_a_query_budget_below_the_minimum_is_refused_naming_it():
+    with pytest.raises(BadInputError, match=r"total_queries = 499 is below the 500") as e:
+        _train(front=FrontierConfig(total_queries=499))
+    assert "500" in e.value.hint and exit_code_for(e.value) == 2
 
 
 def test_zero_query_generation_fits_every_budget_and_queries_nothing(trained):

@@ -1,0 +1,175 @@
+"""The surrogate-assisted frontier search of NAG v3 (docs/decisions.md 37), in ask/tell style.
+
+Accuracy queries are the currency; computation on the surrogate is almost free. So each round:
+
+1. draw ``budgets`` budgets across the table's whole latency range (one in each of equal slices of
+   log-latency, as v2's search; :func:`nagkit.nag.guided.stratified`);
+2. per budget, seed a population with its ``parents`` most accurate *queried* archs within it,
+   whoever found them, and evolve it for ``generations`` generations on the surrogate alone:
+   ``children`` mutants per budget and generation (small moves, a share crossed over, repaired
+   down to the budget), the ``population`` best by the surrogate survive. Every budget of the
+   round is one batch: one latency lookup and one surrogate pass per generation for all of them;
+3. ``ask()`` returns each budget's ``picks`` best archs that were never queried; ``tell(pool)``
+   adds their accuracies and refits the surrogate, warm, for ``round_steps`` steps.
+
+A query is spent only where the surrogate, corrected by every earlier query, expects the frontier
+to be; where it was wrong, the next fit knows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from nagkit.latency.slots import SlotLatency
+from nagkit.nag.config import ActiveConfig, SurrogateConfig
+from nagkit.nag.guided import stratified
+from nagkit.nag.surrogate import Surrogate
+from nagkit.space import sampling as ops
+from nagkit.space.decisions import Decisions, Pool, dedupe, key_bytes, rank_in_groups
+from nagkit.space.space import SearchSpace
+
+
+class ActiveSearch:
+    """Ask/tell surrogate-assisted search over the whole range; see the module doc.
+
+    ``known``: queried archs (accuracy as fractions, as the sources give it); the populations hold
+    the surrogate's scores (percent). ``cap``: new queries this search may make."""
+
+    def __init__(self, space: SearchSpace, latency: SlotLatency, cfg: ActiveConfig, sur_cfg: SurrogateConfig,
+                 surrogate: Surrogate, known: Pool, *, cap: int, seed: int):
+        self.space, self.latency, self.cfg, self.sur_cfg = space, latency, cfg, sur_cfg
+        self.surrogate, self.known, self.cap = surrogate, known, int(cap)
+        self.rng = np.random.default_rng(seed)
+        self.fit_rng = np.random.default_rng(seed + 1)
+        self.draw = stratified(latency.fastest_ms, latency.slowest_ms, cfg.budgets)
+        self.seen = set(key_bytes(space, known.dec))
+        self.used = 0
+        self.rounds = 0
+        self.fits: list[dict] = []
+
+    @property
+    def finished(self) -> bool:
+        return self.used >= self.cap
+
+    def fit(self, steps: int, focus: int = 0) -> dict:
+        rep = self.surrogate.fit(self.known.dec, self.known.accuracy, steps, self.fit_rng, focus=focus)
+        self.fits.append(rep)
+        return rep
+
+    def ask(self) -> Pool:
+        """This round's picks: new archs, each within the budget it was found for."""
+        cfg = self.cfg
+        budgets = np.sort(self.draw(self.rng))
+        pop = self._parents(budgets)
+        for _ in range(cfg.generations):
+            pop = self._generation(pop, budgets)
+        room = self.cap - self.used
+        self.rounds += 1
+        return self._picks(pop, min(room, cfg.picks * len(budgets)))
+
+    def _parents(self, budgets: np.ndarray) -> Pool:
+        """Per budget, its ``parents`` most accurate queried archs within it (group = budget)."""
+        k = self.known
+        order = np.argsort(-k.accuracy, kind="stable")
+        lat = k.latency[order]
+        rows, groups = [], []
+        for g, b in enumerate(budgets):
+            top = order[lat <= b][:self.cfg.parents]
+            rows.append(top)
+            groups.append(np.full(len(top), g))
+        idx = np.concatenate(rows).astype(np.int64)
+        pop = Pool(k.dec.select(idx), np.concatenate(groups), k.latency[idx])
+        pop.accuracy = self.surrogate.predict(pop.dec)  # exact for these (remembered)
+        return pop
+
+    def _generation(self, pop: Pool, budgets: np.ndarray) -> Pool:
+        cfg, rng, sp = self.cfg, self.rng, self.space
+        pop = pop.select(np.argsort(pop.group, kind="stable"))
+        count = np.bincount(pop.group, minlength=len(budgets))
+        start = np.r_[0, np.cumsum(count)[:-1]]
+        grp = np.repeat(np.arange(len(budgets)), cfg.children)
+        grp = grp[count[grp] > 0]
+        if not len(grp):
+            return pop
+        rows = start[grp] + (rng.random(len(grp)) * count[grp]).astype(np.int64)
+        kids = ops.small_moves(sp, pop.dec.select(rows), rng, max_changes=cfg.max_changes, res_step=cfg.res_step)
+        if cfg.crossover > 0:
+            cross = rng.random(len(grp)) < cfg.crossover
+            mates = start[grp[cross]] + (rng.random(int(cross.sum())) * count[grp[cross]]).astype(np.int64)
+            mixed = ops.crossover(pop.dec.select(rows[cross]), pop.dec.select(mates), rng)
+            for name in ("r", "depth", "k", "e"):
+                getattr(kids, name)[cross] = getattr(mixed, name)
+        bud = budgets[grp]
+        lat = self.latency(kids)
+        if cfg.repair > 0:
+            lat = ops.repair_down(sp, kids, lat, bud, self.latency, rng, cfg.repair)
+        fit = np.flatnonzero(lat <= bud)
+        kids = Pool(kids.select(fit), grp[fit], lat[fit])
+        kids.accuracy = self.surrogate.predict(kids.dec)
+        both = pop + kids
+        both = both.select(dedupe(sp, both.dec, both.group))
+        return both.select(np.flatnonzero(rank_in_groups(both.group, both.accuracy) < cfg.population))
+
+    def _picks(self, pop: Pool, n_max: int) -> Pool:
+        """Each budget's ``picks`` best never-queried archs (budgets in turn, best first). Where
+        budgets have fewer new archs than that (the low end of the range holds few archs), the
+        others give more, up to ``n_max``: every round queries about the same number, so the
+        number of rounds (and of refits) does not depend on the table."""
+        keys = key_bytes(self.space, pop.dec)
+        order = np.lexsort((-pop.accuracy, pop.group))
+        taken = np.zeros(int(pop.group.max()) + 1 if len(pop) else 0, dtype=np.int64)
+        out: list[int] = []
+        used = np.zeros(len(pop), dtype=bool)
+        cap = self.cfg.picks
+        while len(out) < n_max:
+            before = len(out)
+            for i in order:
+                if len(out) >= n_max:
+                    break
+                g = pop.group[i]
+                if used[i] or taken[g] >= cap or keys[i] in self.seen:
+                    continue
+                self.seen.add(keys[i])
+                used[i] = True
+                taken[g] += 1
+                out.append(int(i))
+            if len(out) == before or cap >= len(pop):
+                break
+            cap *= 2
+        idx = np.asarray(out, dtype=np.int64)
+        picks = pop.select(idx)
+        picks.accuracy = np.full(len(idx), np.nan)
+        return picks
+
+    def tell(self, pool: Pool) -> None:
+        """Add queried picks (``pool.accuracy`` as fractions) and refit the surrogate."""
+        if not len(pool):
+            return
+        self.used += len(pool)
+        self.known = self.known + Pool(pool.dec, np.zeros(len(pool)), pool.latency, pool.accuracy)
+        self.fit(self.sur_cfg.round_steps, focus=len(pool) if self.sur_cfg.focus else 0)
+
+
+def run_active(search: ActiveSearch, query: Callable[[Decisions], np.ndarray],
+               progress: Callable[[int, int], None] | None = None, patience: int = 3) -> Pool:
+    """Drive ask/tell until the cap or ``patience`` rounds in a row with nothing new to query;
+    ``query`` returns accuracies as fractions. Returns everything known."""
+    empty = 0
+    while not search.finished:
+        pool = search.ask()
+        if not len(pool):
+            empty += 1
+            if empty >= patience:
+                break
+            continue
+        empty = 0
+        pool.accuracy = np.asarray(query(pool.dec), dtype=np.float64)
+        search.tell(pool)
+        if progress:
+            progress(search.used, search.cap)
+    return search.known
+
+
+__all__ = ["ActiveSearch", "run_active", "Decisions"]

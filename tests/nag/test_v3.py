@@ -1,0 +1,206 @@
+"""NAG v3 (docs/decisions.md 37): the accuracy surrogate, the surrogate-assisted frontier search,
+the query journal (no paid-for query lost; a rerun resumes), re-targeting that carries every
+accuracy, and the query budget's minimum."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from nagkit.cli.main import main
+from nagkit.data.accuracy import open_accuracy_source
+from nagkit.data.journal import QueryJournal
+from nagkit.data.synthetic import synthetic_accuracy, tiny_workspace_toml
+from nagkit.errors import ArtifactError
+from nagkit.nag.config import ActiveConfig, SurrogateConfig
+from nagkit.nag.frontier import ActiveSearch, run_active
+from nagkit.nag.surrogate import make_surrogate
+from nagkit.nag.train import load_model, save_model
+from nagkit.space import sampling as ops
+from nagkit.space.decisions import Pool, from_archs, key_bytes
+from tests.nag.helpers import LAT, SP, grid, synthetic_data
+
+
+def _fitted(n=300, steps=300, seed=0):
+    archs, lat, acc = synthetic_data(n, seed=seed)
+    dec = from_archs(SP, archs)
+    sur = make_surrogate(SP, grid(), SurrogateConfig(hidden=64, seed=seed))
+    rep = sur.fit(dec, acc, steps, np.random.default_rng(seed))
+    return sur, dec, lat, acc, rep
+
+
+def test_the_surrogate_learns_accuracy_and_remembers_every_queried_arch_exactly():
+    sur, dec, lat, acc, rep = _fitted()
+    assert rep["rows"] == 300 and rep["steps"] == 300
+    # exact for what was queried (the memory), an estimate that ranks unseen archs well otherwise
+    np.testing.assert_allclose(sur.predict(dec), 100 * acc, atol=1e-9)
+    archs2, _, acc2 = synthetic_data(200, seed=7)
+    fresh = [i for i, k in enumerate(key_bytes(SP, from_archs(SP, archs2))) if k not in set(key_bytes(SP, dec))]
+    d2 = from_archs(SP, [archs2[i] for i in fresh])
+    est, truth = sur.predict(d2), 100 * acc2[fresh]
+    assert np.isnan(sur.recall(d2)).all()
+    from scipy.stats import kendalltau
+
+    assert kendalltau(est, truth).statistic > 0.6
+    before = np.abs(est - truth).mean()
+    sur.fit(concat_dec(dec, d2), np.r_[acc, acc2[fresh]], 100, np.random.default_rng(1))  # warm refit
+    np.testing.assert_allclose(sur.predict(d2), truth, atol=1e-9)  # now remembered
+    assert before > 0
+
+
+def concat_dec(a, b):
+    from nagkit.space.decisions import concat
+
+    return concat(a, b)
+
+
+def test_the_surrogate_as_evaluator_orders_by_dominance_and_round_trips(tmp_path):
+    sur, dec, lat, acc, _ = _fitted(steps=50)
+    x = sur.features(dec, lat)
+    b = float(np.median(lat))
+    with torch.no_grad():
+        s = sur.score(x, torch.full((len(dec),), b)).numpy()
+    fit = lat <= b
+    assert s[fit].min() > s[~fit].max()  # every arch within B above every arch over it
+    over = np.flatnonzero(~fit)
+    order = over[np.argsort(lat[over])]
+    assert np.all(np.diff(s[order]) <= 1e-6)  # over B: the slower, the lower
+    np.testing.assert_allclose(s[fit], 100 * acc[fit], atol=1e-4)  # within B: the remembered accuracy
+    path = tmp_path / "evaluator.pt"
+    save_model(path, sur, {"seed": 0}, {})
+    back, meta = load_model(path, "evaluator", SP)
+    assert meta["kind"] == "surrogate" and type(back).__name__ == "Surrogate"
+    torch.testing.assert_close(back.score(back.features(dec, lat), torch.full((len(dec),), b)), torch.from_numpy(s))
+
+
+def test_the_active_search_queries_only_new_archs_within_their_budget_up_to_its_cap():
+    archs, lat, acc = synthetic_data(150, seed=2)
+    known = Pool(from_archs(SP, archs), np.zeros(150), lat, acc)
+    src = open_accuracy_source("synthetic:", SP)
+    runs = []
+    for _ in range(2):
+        sur = make_surrogate(SP, grid(), SurrogateConfig(hidden=32, seed=0))
+        search = ActiveSearch(SP, LAT, ActiveConfig(budgets=8, picks=2, generations=3, children=20),
+                              SurrogateConfig(hidden=32, round_steps=10), sur, known, cap=97, seed=3)
+        search.fit(60)
+        asked: list = []
+        orig = search.ask
+
+        def ask():
+            p = orig()
+            asked.append(p)
+            return p
+
+        search.ask = ask
+        q0 = src.queries
+        out = run_active(search, src.evaluate_decisions)
+        assert src.queries - q0 == 97 == search.used and len(out) == 150 + 97
+        runs.append([str(a) for a in out.dec.to_archs(SP)])
+    assert runs[0] == runs[1]  # same seed, same search
+    picked = [k for p in asked for k in key_bytes(SP, p.dec)]
+    assert len(set(picked)) == len(picked) and not set(picked) & set(key_bytes(SP, known.dec))
+    truth = np.array([synthetic_accuracy(SP, a) for a in out.dec.to_archs(SP)[150:]])
+    np.testing.assert_allclose(out.accuracy[150:], truth)
+
+
+# -- the workspace level: journal, resume, re-targeting, the minimum budget ----------------------
+SMALL = {"surrogate": {"hidden": 32, "first_steps": 60, "round_steps": 10, "final_steps": 30},
+         "frontier.active": {"budgets": 10, "picks": 2, "generations": 2, "children": 16},
+         "generator": {"hidden": 32, "imitation_steps": 30, "imitation_batch": 64}}
+
+
+def _tiny(tmp_path, **sections):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "nagkit.toml").write_text(tiny_workspace_toml(**{**SMALL, **sections}))
+    return ws
+
+
+def test_a_failing_source_loses_no_paid_query_and_a_rerun_resumes(tmp_path, monkeypatch, capsys):
+    from nagkit.data.accuracy import BaseAccuracySource
+
+    ws = _tiny(tmp_path, dataset={"n": 600}, frontier={"total_queries": 900})
+    assert main(["dataset", "--workspace", str(ws)]) == 0
+    real = BaseAccuracySource.evaluate_decisions
+    answered = {"n": 0}
+
+    def flaky(self, dec):
+        if answered["n"] >= 150:
+            raise ConnectionError("the accuracy server went away")
+        out = real(self, dec)
+        answered["n"] += len(out)
+        return out
+
+    monkeypatch.setattr(BaseAccuracySource, "evaluate_decisions", flaky)
+    assert main(["train", "--workspace", str(ws)]) == 3
+    journal = (ws / "queries.jsonl").read_text().splitlines()
+    assert len(journal) - 1 == answered["n"] >= 150  # every answered query journaled
+    assert not (ws / "generator.pt").exists()
+    monkeypatch.setattr(BaseAccuracySource, "evaluate_decisions", real)
+    capsys.readouterr()
+    assert main(["train", "--workspace", str(ws), "--json"]) == 0
+    q = json.loads(capsys.readouterr().out)["accuracy_queries"]
+    assert q["journaled_before"] == answered["n"] and q["new"] == 300 - answered["n"]
+    assert q["total"] == 900 and len((ws / "queries.jsonl").read_text().splitlines()) - 1 == 300
+    # a third run: the budget is spent, nothing new is queried
+    assert main(["train", "--workspace", str(ws), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["accuracy_queries"]["new"] == 0
+
+
+def test_retargeting_carries_every_accuracy_and_spends_only_retarget_queries(tmp_path, capsys, monkeypatch):
+    """ofa-cpu-w1.0 (OFA's predictor) with a small budget: trained on the LiteRT table, then
+    re-targeted to the ONNX Runtime table with `nagkit init --latency-table`."""
+    from nagkit.resources import LATENCY_TABLES
+
+    monkeypatch.setenv("NAGKIT_HOME", str(tmp_path / "home"))
+    w = tmp_path / "w"
+    w.mkdir()
+    sections = {**SMALL, "dataset": {"n": 300}, "frontier": {"total_queries": 600, "retarget_queries": 100}}
+    (w / "nagkit.toml").write_text(
+        'name = "w"\nlatency_table = "latency_tables/cpu-litert-1t-ofa-mbv3-w1.0.json"\n'
+        'accuracy = "ofa-predictor:ofa/acc_predictor.pth"\nseed = 0\n\n[space]\npreset = "ofa-mbv3-w1.0"\n'
+        "resolutions = [224]\n" + "".join(f"\n[{sec}]\n" + "".join(f"{k} = {v}\n" for k, v in vals.items())
+                                         for sec, vals in sections.items()))
+    assert main(["dataset", "--workspace", str(w), "--n", "300"]) == 0
+    capsys.readouterr()
+    assert main(["train", "--workspace", str(w), "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)["accuracy_queries"]
+    assert first["carried"] == 0 and first["total"] == 600 == first["budget"] + 300
+    t = tmp_path / "ort"
+    table = LATENCY_TABLES / "cpu-onnxruntime-1t-ofa-mbv3-w1.0.json"
+    assert main(["init", str(t), "--from", str(w), "--latency-table", str(table)]) == 0
+    assert (t / "queries.jsonl").is_file() and not (t / "generator.pt").exists()
+    head = json.loads((t / "dataset.jsonl").read_text().splitlines()[0])
+    assert head["carried_from"]["sha256"] != head["latency_table"]["sha256"]
+    capsys.readouterr()
+    assert main(["train", "--workspace", str(t), "--json"]) == 0
+    q = json.loads(capsys.readouterr().out)["accuracy_queries"]
+    assert q["carried"] == first["total"] and q["new"] == 100 == q["cap"]
+    rows = [json.loads(x) for x in (t / "queries.jsonl").read_text().splitlines()[1:]]
+    assert len({r["table"] for r in rows}) == 2 and len(rows) == first["new"] + 100
+    assert main(["train", "--workspace", str(t), "--json"]) == 0  # a rerun: nothing more to spend
+    assert json.loads(capsys.readouterr().out)["accuracy_queries"]["new"] == 0
+
+
+def test_a_query_budget_below_the_minimum_exits_2_naming_it(tmp_path, capsys):
+    ws = _tiny(tmp_path, dataset={"n": 300}, frontier={"total_queries": 400})
+    assert main(["dataset", "--workspace", str(ws)]) == 0
+    capsys.readouterr()
+    assert main(["train", "--workspace", str(ws)]) == 2
+    err = capsys.readouterr().err
+    assert "total_queries = 400 is below the 500" in err and "Traceback" not in err
+    assert not (ws / "evaluator.pt").exists() and not (ws / "queries.jsonl").exists()
+
+
+def test_a_journal_of_another_source_is_refused(tmp_path):
+    j = QueryJournal(tmp_path / "q.jsonl", SP, {"name": "synthetic", "spec": "synthetic:"})
+    j.append(ops.random_decisions(SP, 3, np.random.default_rng(0)).to_archs(SP), np.array([0.1, 0.2, 0.3]), "t")
+    with open(tmp_path / "q.jsonl", "a") as f:
+        f.write('{"arch": "r3')  # torn by a kill
+    assert len(j.read()) == 3
+    other = QueryJournal(tmp_path / "q.jsonl", SP, {"name": "supernet", "spec": "supernet:x.pt"})
+    with pytest.raises(ArtifactError, match="cannot be used here|not of this workspace"):
+        other.read()
