@@ -187,17 +187,30 @@ def main() -> int:
         key = ("rl", n.split("-", 1)[1]) if n in ("rl-dominance", "rl-mnasnet", "rl-tunas") else (n,)
         jobs += [(key[0], s, *key[1:]) for s in seeds]
     _SHARED.update(ws=ws, budgets=budgets)
+    # every finished job is appended here, so an interrupted run resumes with the rest
+    partial = Path(args.out).with_name(Path(args.out).name + f".{ws.name}.partial.jsonl")
     results = {}
+    if partial.is_file():
+        for line in partial.read_text().splitlines():
+            rec = json.loads(line)
+            results[tuple(rec["job"])] = rec["result"]
+    todo = [j for j in jobs if j not in results]
+
+    def keep(job: tuple, res: dict) -> None:
+        results[job] = res
+        with open(partial, "a") as fh:
+            fh.write(json.dumps({"job": list(job), "result": res}) + "\n")
+        print(job, np.round(res["accuracy_pct"], 2).tolist(), file=sys.stderr, flush=True)
+
     if args.jobs > 1:
         import multiprocessing as mp
 
         with mp.get_context("fork").Pool(args.jobs) as pool:
-            for job, res in pool.imap_unordered(_job, jobs):
-                results[job] = res
-                print(job, np.round(res["accuracy_pct"], 2).tolist(), file=sys.stderr, flush=True)
+            for job, res in pool.imap_unordered(_job, todo):
+                keep(job, res)
     else:
-        for job in jobs:
-            results[job] = _job(job)[1]
+        for job in todo:
+            keep(job, _job(job)[1])
     out["jobs"] = args.jobs
     for n in names:
         key = ("rl", n.split("-", 1)[1]) if n in ("rl-dominance", "rl-mnasnet", "rl-tunas") else (n,)
@@ -213,6 +226,7 @@ def main() -> int:
         out["rows"][n] = row
     out["machine"]["load_avg_end"] = __import__("os").getloadavg()
     atomic_write_json(args.out, out)
+    partial.unlink()
     print(json.dumps({n: round(r.get("mean_minus_evolution", float("nan")), 3) for n, r in out["rows"].items()}))
     return 0
 

@@ -89,18 +89,33 @@ def main() -> int:
     jobs.sort(key=lambda j: (j[0] != "nag", -j[1]))  # the longest first
     _SHARED.update(ws=ws, budgets=budgets)
     t0 = time.time()
+    path = Path(args.out or HERE / f"query_curve-{ws.name}.json")
+    # every finished job is appended here, so an interrupted run resumes with the rest
+    partial = path.with_name(path.name + ".partial.jsonl")
     results = {}
+    if partial.is_file():
+        for line in partial.read_text().splitlines():
+            rec = json.loads(line)
+            results[tuple(rec["job"])] = rec["result"]
+    todo = [j for j in jobs if j not in results]
+    print(f"{len(results)} jobs from {partial.name}, {len(todo)} to run", file=sys.stderr, flush=True)
+
+    def keep(job: tuple, res: dict) -> None:
+        results[job] = res
+        with open(partial, "a") as fh:
+            fh.write(json.dumps({"job": list(job), "result": res}) + "\n")
+        print(json.dumps({"job": list(job), "s": round(time.time() - t0)}), file=sys.stderr, flush=True)
+
     if args.jobs > 1:
         import multiprocessing as mp
 
         with mp.get_context("fork").Pool(args.jobs, initializer=_one_thread) as pool:
-            for job, res in pool.imap_unordered(_job, jobs):
-                results[job] = res
-                print(json.dumps({"job": list(job), "s": round(time.time() - t0)}), file=sys.stderr, flush=True)
+            for job, res in pool.imap_unordered(_job, todo):
+                keep(job, res)
     else:
         _one_thread()
-        for job in jobs:
-            results[job[:]] = _job(job)[1]
+        for job in todo:
+            keep(job, _job(job)[1])
     out: dict = {"benchmark": "nag-query-cost-curve", "machine": machine(), "workspace": ws.name, "budgets_ms": budgets,
                  "queries": qs, "seeds": args.seeds, "jobs": args.jobs, "curve": []}
     for q in qs:
@@ -121,8 +136,8 @@ def main() -> int:
         out["curve"].append(row)
     out["machine"]["load_avg_end"] = os.getloadavg()
     out["seconds"] = time.time() - t0
-    path = Path(args.out or HERE / f"query_curve-{ws.name}.json")
     atomic_write_json(path, out)
+    partial.unlink()
     plot(out, HERE / "plots" / f"query_curve-{ws.name}.png")
     print(json.dumps([{k: v for k, v in r.items() if "ahead" in k or k == "queries"} for r in out["curve"]], indent=1))
     return 0

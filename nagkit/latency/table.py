@@ -375,7 +375,8 @@ class LatencyTable:
                 space.validate(archs[int(sel[0])])
             fixed, slots = self.slot_arrays(space, int(r), calibrated=calibrated)
             per = slots[slot_ix, kk[sel], ee[sel]]
-            out[sel] = fixed + np.where(act[sel], per, 0.0).sum(axis=1)
+            with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused just below
+                out[sel] = fixed + np.where(act[sel], per, 0.0).sum(axis=1)
         bad = np.nonzero(~np.isfinite(out))[0]
         if bad.size:
             self.predict(space, archs[int(bad[0])], calibrated=False)  # raises naming the key
