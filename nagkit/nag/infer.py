@@ -177,9 +177,9 @@ class NagModel:
         sel_q = 0
         if sq > 0:
             pool, sel_q, extra = self._search(pool, b, sq, s)
+        pool_scores = self.scores(pool.dec, pool.latency, b) if sq > 0 else sc[order]  # unchanged pool: scored
         cands = [Candidate(a, float(l), float(x), None if math.isnan(c) else float(c))
-                 for a, l, x, c in zip(pool.dec.to_archs(self.space), pool.latency,
-                                       self.scores(pool.dec, pool.latency, b), pool.accuracy)]
+                 for a, l, x, c in zip(pool.dec.to_archs(self.space), pool.latency, pool_scores, pool.accuracy)]
         disp_q = self._display(cands[:1]) if display else 0
         name = self.source.name if self.source is not None else "none"
         return BudgetResult(requested, cands, n + 1, len(keep), name, sel_q, disp_q, time.perf_counter() - t0,
