@@ -1,0 +1,58 @@
+"""Activation memory of an exported TFLite model, measured from the file (docs/decisions.md 39).
+
+Two figures, both read with LiteRT from the file itself:
+
+- ``liveness_bytes``: the largest sum of activation-tensor bytes alive at once when the file's
+  operators run one at a time in their stored order (a tensor lives from the operator that
+  writes it, or the start for the graph's input, to the last operator that reads it, or the end
+  for the graph's output). Constants are weights, not activations.
+- ``arena_bytes``: the extent of the memory LiteRT's own planner allocates for those tensors
+  (built-in kernels, no delegate: a delegate keeps its tensors to itself), from the tensors'
+  addresses after ``allocate_tensors``: what the interpreter holds for activations.
+
+nagkit's estimate (:func:`nagkit.space.counts.count_peak`) models the liveness; the arena adds
+the planner's alignment and any gaps it leaves.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import numpy as np
+
+
+def tflite_activation_memory(path: str | os.PathLike) -> dict[str, Any]:
+    """``{"liveness_bytes", "arena_bytes", "operators", "tensors"}`` of the .tflite at ``path``."""
+    from nagkit.runtimes.litert import interpreter_class
+
+    cls, _ = interpreter_class()
+    resolver = sys.modules[cls.__module__].OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    it = cls(model_path=os.fspath(path), experimental_op_resolver_type=resolver)
+    it.allocate_tensors()
+    ops = it._get_ops_details()
+    details = {int(t["index"]): t for t in it.get_tensor_details()}
+    inputs = [int(d["index"]) for d in it.get_input_details()]
+    outputs = {int(d["index"]) for d in it.get_output_details()}
+    start: dict[int, int] = {i: -1 for i in inputs}
+    end: dict[int, int] = {}
+    for k, op in enumerate(ops):
+        for i in op["inputs"]:
+            if int(i) in start:
+                end[int(i)] = k
+        for i in op["outputs"]:
+            start.setdefault(int(i), k)
+            end[int(i)] = k
+    for i in outputs:
+        end[i] = len(ops)
+    size = {i: int(np.prod(details[i]["shape"])) * np.dtype(details[i]["dtype"]).itemsize for i in start}
+    live = max(sum(size[i] for i in start if start[i] <= k <= end.get(i, start[i])) for k in range(len(ops)))
+    lo, hi = None, 0
+    for i in start:
+        arr = it.tensor(i)()
+        addr = arr.__array_interface__["data"][0]
+        lo = addr if lo is None else min(lo, addr)
+        hi = max(hi, addr + arr.nbytes)
+    return {"liveness_bytes": int(live), "arena_bytes": int(hi - (lo or 0)), "operators": len(ops),
+            "tensors": len(start)}
