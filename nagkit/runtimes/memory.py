@@ -5,10 +5,12 @@ Two figures, both read with LiteRT from the file itself:
 - ``liveness_bytes``: the largest sum of activation-tensor bytes alive at once when the file's
   operators run one at a time in their stored order (a tensor lives from the operator that
   writes it, or the start for the graph's input, to the last operator that reads it, or the end
-  for the graph's output). Constants are weights, not activations.
+  for the graph's output). Constants are weights, not activations, and so is what an operator
+  computes from constants alone (an fp16 file's weights dequantized to float32).
 - ``arena_bytes``: the extent of the memory LiteRT's own planner allocates for those tensors
   (built-in kernels, no delegate: a delegate keeps its tensors to itself), from the tensors'
-  addresses after ``allocate_tensors``: what the interpreter holds for activations.
+  addresses after ``allocate_tensors``: what the interpreter holds for activations (and, in an
+  fp16 file run by the built-in kernels, the float32 copies of its weights too).
 
 nagkit's estimate (:func:`nagkit.space.counts.count_peak`) models the liveness; the arena adds
 the planner's alignment and any gaps it leaves.
@@ -38,9 +40,11 @@ def tflite_activation_memory(path: str | os.PathLike) -> dict[str, Any]:
     start: dict[int, int] = {i: -1 for i in inputs}
     end: dict[int, int] = {}
     for k, op in enumerate(ops):
-        for i in op["inputs"]:
-            if int(i) in start:
-                end[int(i)] = k
+        reads = [int(i) for i in op["inputs"] if int(i) in start]
+        for i in reads:
+            end[i] = k
+        if not reads:  # e.g. float16 weights dequantized to float32: weights, not activations
+            continue
         for i in op["outputs"]:
             start.setdefault(int(i), k)
             end[int(i)] = k
