@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from nagkit.cli.options import (FINITE, POSITIVE, BoundedInt, emit, json_option, log, samples_flag, seed_flag,
-                                verbosity_option, workspace_option)
+from nagkit.cli.options import (FINITE, POSITIVE, BoundedInt, emit, json_option, limit_options, log, samples_flag,
+                                seed_flag, verbosity_option, workspace_option)
 from nagkit.nag.config import DATASET_N_MAX
 
 
@@ -119,19 +119,25 @@ def train(workspace, dataset_path, as_json):
 @click.option("--no-accuracy", "no_accuracy", is_flag=True,
               help="Do not query the accuracy source to display the chosen arch's accuracy.")
 @click.option("--top", type=click.IntRange(min=1), default=5, show_default=True, help="Candidates listed per budget.")
+@limit_options
 @seed_flag(help="Sampling seed")
 @json_option
 @verbosity_option
-def generate(workspace, budgets, samples, search_queries, no_accuracy, top, seed, as_json):
+def generate(workspace, budgets, samples, search_queries, no_accuracy, top, max_params, max_size_mb, max_macs,
+             max_peak_kb, seed, as_json):
     """The best architecture for each budget. By default the generator alone chooses it
     (zero accuracy-source queries, `selection_queries` in --json); each budget is generated
-    on its own, from (seed, budget)."""
+    on its own, from (seed, budget). --max-params/--max-size-mb/--max-macs/--max-peak-kb: every
+    sample also meets these (the file and activations: a TFLite export at the table's precision)."""
     from nagkit.app.nag import generate as run_generate
     from nagkit.app.workspace import load_workspace
+    from nagkit.nag.constraints import Limits
 
+    limits = Limits.parse(max_params=max_params, max_size_mb=max_size_mb, max_macs=max_macs, max_peak_kb=max_peak_kb)
+    budget_list = _parse_budgets(budgets)
     ws = load_workspace(workspace)
-    results = run_generate(ws, _parse_budgets(budgets), samples=samples, seed=seed, top=top,
-                           search_queries=search_queries, display=not no_accuracy)
+    results = run_generate(ws, budget_list, samples=samples, seed=seed, top=top,
+                           search_queries=search_queries, display=not no_accuracy, limits=limits)
     sp = ws.space
     payload = {"workspace": ws.name, "space": sp.name, "results": [r.to_dict(sp, top=top) for r in results]}
 
@@ -148,12 +154,28 @@ def generate(workspace, budgets, samples, search_queries, no_accuracy, top, seed
             lines += [f"  arch      {b.arch}",
                       f"  ofa       {json.dumps(sp.to_ofa_dict(b.arch))}",
                       f"  latency   {b.latency_ms:.3f} ms (latency table)",
+                      *_limit_lines(r.extra.get("constraints")),
                       f"  accuracy  {acc}",
                       f"  chosen    from {r.n_unique} unique samples of {r.n_sampled}; {r.selection_queries} "
                       f"accuracy queries to choose; {r.seconds * 1000:.0f} ms"]
         return "\n".join(lines)
 
     emit(payload, as_json, human)
+
+
+def _limit_lines(c: dict | None) -> list[str]:
+    """``generate``'s lines for the limits: each one's value against it, and which binds."""
+    if not c:
+        return []
+    units = {"params": ("params", "{:,.0f}"), "macs": ("MACs", "{:,.0f}"), "size_mb": ("file", "{:.3f} MB"),
+             "peak_kb": ("peak", "{:.1f} kB"), "latency_ms": ("latency", "{:.3f} ms")}
+    parts = []
+    for k, row in c["constraints"].items():
+        name, fmt = units[k]
+        est = " (estimate)" if k == "size_mb" and not row.get("measured") else ""
+        parts.append(f"{name} {fmt.format(row['value'])} <= {fmt.format(row['limit'])}{est}")
+    return [f"  limits    {'; '.join(parts)}", f"  binding   {units[c['binding']][0]} "
+                                                 f"({100 * c['constraints'][c['binding']]['share']:.1f}% of its limit)"]
 
 
 @click.command()

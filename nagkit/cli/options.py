@@ -96,6 +96,23 @@ def samples_flag(help: str = "Generator samples per budget (default: the workspa
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+
+
+def limit_options(f: Callable) -> Callable:
+    """``--max-params``, ``--max-size-mb``, ``--max-macs``, ``--max-peak-kb`` (issue 34, decisions
+    39), as text: :meth:`nagkit.nag.constraints.Limits.parse` checks them (one error line naming
+    the value and the valid form)."""
+    opts = [("--max-peak-kb", "max_peak_kb", "K", "Peak activation memory of the exported graph, in kB (10^3 bytes), "
+             "run one operator at a time, batch 1 (docs/decisions.md 39)."),
+            ("--max-macs", "max_macs", "N", "Multiply-accumulates (e.g. 300M; suffixes K, M, G)."),
+            ("--max-size-mb", "max_size_mb", "X", "The exported model file, in MB (10^6 bytes), at the export's "
+             "precision."),
+            ("--max-params", "max_params", "N", "Parameters (e.g. 2.5M; suffixes K, M, G).")]
+    for flag, name, metavar, text in opts:
+        f = click.option(flag, name, default=None, metavar=metavar, help=text + " Every generated arch meets it.")(f)
+    return f
+
+
 seed_option = seed_flag()
 space_option = click.option(
     "--space", "space_name", default="ofa-mbv3-w1.0", show_default=True,

@@ -239,24 +239,23 @@ class Constraints:
         ok = (self.r_cost <= lim).all(axis=2).any(axis=1)  # [R]: some floor meets every limit
         if ok.any():
             return
-        lo = self.smallest()
-        given = [f"latency {budget_ms:g} ms (the space's fastest: {lo['latency_ms']:.4g} ms)"]
-        lim = self.limits
-        if lim.max_params is not None:
-            given.append(f"--max-params {lim.max_params:,.0f} (smallest: {lo['params']:,.0f})")
-        if lim.max_size_mb is not None:
-            given.append(f"--max-size-mb {lim.max_size_mb:g} (smallest estimate at {self.precision}: "
-                         f"{lo['size_mb']:.3g} MB)")
-        if lim.max_macs is not None:
-            given.append(f"--max-macs {lim.max_macs:,.0f} (smallest: {lo['macs']:,.0f})")
-        if lim.max_peak_kb is not None:
-            given.append(f"--max-peak-kb {lim.max_peak_kb:g} (smallest at {self.precision}: {lo['peak_kb']:.4g} kB)")
+        lo, lim = self.smallest(), self.limits
+        rows = [("latency", f"{budget_ms:g} ms", budget_ms, lo["latency_ms"], f"{lo['latency_ms']:.4g} ms")]
+        for name, key, fmt in (("--max-params", "params", "{:,.0f}"), ("--max-size-mb", "size_mb", "{:.4g} MB"),
+                               ("--max-macs", "macs", "{:,.0f}"), ("--max-peak-kb", "peak_kb", "{:.4g} kB")):
+            value = getattr(lim, name[2:].replace("-", "_"))
+            if value is not None:
+                rows.append((name, fmt.format(value), value, lo[key], fmt.format(lo[key])))
+        given = [f"{n} {v} (the smallest in the space: {s}{', at ' + self.precision if n in ('--max-size-mb', '--max-peak-kb') else ''})"
+                 for n, v, _, _, s in rows]
+        below = [f"{n} to at least {s}" if n != "latency" else f"the budget to at least {s}"
+                 for n, _, v, m, s in rows if v < m * (1 - 1e-12)]
         sp = self.latency.space
         raise LimitsUnreachableError(
             f"no network of space {sp.name!r} (resolutions {sp.resolutions[0]}..{sp.resolutions[-1]}) meets these "
             f"limits together: {'; '.join(given)}",
-            hint="raise the limits toward those smallest values (each is reached by a different network, so "
-                 "together they may need more)")
+            hint=f"raise {' and '.join(below)}" if below else
+                 "each limit alone is reachable, but no network meets them together: raise one of them")
 
     # -- what an arch reaches ----------------------------------------------------------------------
     def reached(self, dec) -> dict[str, np.ndarray]:
@@ -304,7 +303,9 @@ def report(limits: Limits, budget_ms: float, latency_ms: float, reached: dict[st
     for r in rows.values():
         r["share"] = r["value"] / r["limit"]
     binding = max(rows, key=lambda k: rows[k]["share"])
-    values = {"params": int(reached["params"]), "macs": int(reached["macs"]), "peak_kb": float(reached["peak_kb"]),
+    peak = reached["peak_kb"]
+    values = {"params": int(reached["params"]), "macs": int(reached["macs"]),
+              "peak_kb": None if peak is None else float(peak),
               "file_bytes": dict(size_bytes) if size_bytes else None}
     return {"limits": {"budget_ms": budget_ms, **limits.to_dict()}, "reached": values, "constraints": rows,
             "binding": binding}

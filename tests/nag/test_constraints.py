@@ -97,7 +97,7 @@ def test_a_limit_at_the_spaces_smallest_value_is_reachable_when_masks_are_exact(
     dec, _ = sample_archs(fmnist.generator, [7.0], 200, seed=1, limits=cons.tensors())
     assert np.allclose(cons.reached(dec)["peak_kb"], lo["peak_kb"])
     below = fmnist.constraints(Limits(max_peak_kb=lo["peak_kb"] * 0.999))
-    with pytest.raises(LimitsUnreachableError, match=r"--max-peak-kb .*smallest at fp32: 161\.7 kB"):
+    with pytest.raises(LimitsUnreachableError, match=r"--max-peak-kb .*the smallest in the space: 161\.7 kB, at fp32"):
         below.check(7.0)
 
 
@@ -123,8 +123,10 @@ def test_unreachable_limits_name_each_smallest_value_and_generate_nothing(fmnist
     with pytest.raises(LimitsUnreachableError) as e:
         fmnist.generate([fastest], limits=Limits(max_params=553_000, max_macs=10e6), display=False)
     msg = e.value.message
-    assert "--max-params 553,000 (smallest: 552,714)" in msg and "--max-macs 10,000,000 (smallest: 2,995,064)" in msg
-    assert f"latency {fastest:g} ms (the space's fastest: 0.1633 ms)" in msg and e.value.exit_code == 1
+    assert "--max-params 553,000 (the smallest in the space: 552,714)" in msg
+    assert "--max-macs 10,000,000 (the smallest in the space: 2,995,064)" in msg
+    assert f"latency {fastest:g} ms (the smallest in the space: 0.1633 ms)" in msg and e.value.exit_code == 1
+    assert "no network meets them together" in e.value.hint
     assert "\n" not in msg
     # each alone is reachable: it is the combination that fails
     assert fmnist.generate([fastest], display=False)[0].best.latency_ms <= fastest
