@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from nagkit.cli.options import (FINITE, BoundedInt, emit, json_option, limit_options, samples_flag, seed_flag,
-                                verbosity_option)
+from nagkit.cli.options import (FINITE, BoundedInt, emit, json_option, limit_lines, limit_options, samples_flag,
+                                seed_flag, verbosity_option)
 from nagkit.nag.config import MAX_EPOCHS
 
 
@@ -165,11 +165,7 @@ def _limits_lines(c: dict | None) -> list[str]:
     files = ", ".join(f"{k} {v:,} bytes" for k, v in (r["file_bytes"] or {}).items())
     peak = f"{r['peak_kb']:.1f} kB peak activations (estimate, {c.get('precision', 'fp32')})" if r["peak_kb"] is not None \
         else "peak activations not modelled at int8"
-    lines = [f"resources {r['params']:,} params, {r['macs']:,} MACs, {peak}; {files}"]
-    if len(c["constraints"]) > 1:
-        lines.append("limits    " + "; ".join(f"{k} {v['value']:.6g} <= {v['limit']:.6g}" for k, v in c["constraints"].items())
-                     + f"; binding: {c['binding']}")
-    return lines
+    return [f"resources {r['params']:,} params, {r['macs']:,} MACs, {peak}; {files}", *limit_lines(c)]
 
 
 def _int8_line(q: dict) -> str:

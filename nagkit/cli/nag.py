@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from nagkit.cli.options import (FINITE, POSITIVE, BoundedInt, emit, json_option, limit_options, log, samples_flag,
-                                seed_flag, verbosity_option, workspace_option)
+from nagkit.cli.options import (FINITE, POSITIVE, BoundedInt, emit, json_option, limit_lines, limit_options, log,
+                                samples_flag, seed_flag, verbosity_option, workspace_option)
 from nagkit.nag.config import DATASET_N_MAX
 
 
@@ -154,28 +154,13 @@ def generate(workspace, budgets, samples, search_queries, no_accuracy, top, max_
             lines += [f"  arch      {b.arch}",
                       f"  ofa       {json.dumps(sp.to_ofa_dict(b.arch))}",
                       f"  latency   {b.latency_ms:.3f} ms (latency table)",
-                      *_limit_lines(r.extra.get("constraints")),
+                      *limit_lines(r.extra.get("constraints"), indent="  "),
                       f"  accuracy  {acc}",
                       f"  chosen    from {r.n_unique} unique samples of {r.n_sampled}; {r.selection_queries} "
                       f"accuracy queries to choose; {r.seconds * 1000:.0f} ms"]
         return "\n".join(lines)
 
     emit(payload, as_json, human)
-
-
-def _limit_lines(c: dict | None) -> list[str]:
-    """``generate``'s lines for the limits: each one's value against it, and which binds."""
-    if not c:
-        return []
-    units = {"params": ("params", "{:,.0f}"), "macs": ("MACs", "{:,.0f}"), "size_mb": ("file", "{:.3f} MB"),
-             "peak_kb": ("peak", "{:.1f} kB"), "latency_ms": ("latency", "{:.3f} ms")}
-    parts = []
-    for k, row in c["constraints"].items():
-        name, fmt = units[k]
-        est = " (estimate)" if k == "size_mb" and not row.get("measured") else ""
-        parts.append(f"{name} {fmt.format(row['value'])} <= {fmt.format(row['limit'])}{est}")
-    return [f"  limits    {'; '.join(parts)}", f"  binding   {units[c['binding']][0]} "
-                                                 f"({100 * c['constraints'][c['binding']]['share']:.1f}% of its limit)"]
 
 
 @click.command()

@@ -113,6 +113,22 @@ def limit_options(f: Callable) -> Callable:
     return f
 
 
+def limit_lines(c: dict | None, indent: str = "") -> list[str]:
+    """The lines of ``generate`` and ``build`` for the limits (a ``constraints`` record): each
+    one's value against it, and which binds; none without limits."""
+    if not c or len(c["constraints"]) < 2:
+        return []
+    units = {"params": ("params", "{:,.0f}"), "macs": ("MACs", "{:,.0f}"), "size_mb": ("file", "{:.3f} MB"),
+             "peak_kb": ("peak", "{:.1f} kB"), "latency_ms": ("latency", "{:.3f} ms")}
+    parts = []
+    for k, row in c["constraints"].items():
+        name, fmt = units[k]
+        est = " (estimate)" if k == "size_mb" and not row.get("measured") else ""
+        parts.append(f"{name} {fmt.format(row['value'])} <= {fmt.format(row['limit'])}{est}")
+    share = 100 * c["constraints"][c["binding"]]["share"]
+    return [f"{indent}limits    {'; '.join(parts)}", f"{indent}binding   {units[c['binding']][0]} ({share:.1f}% of its limit)"]
+
+
 seed_option = seed_flag()
 space_option = click.option(
     "--space", "space_name", default="ofa-mbv3-w1.0", show_default=True,
