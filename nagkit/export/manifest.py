@@ -163,10 +163,7 @@ def make_manifest(
     notes = list(notes or []) + ([UNVERIFIED_NOTE] if measured is None else [])
     if notes:
         m["notes"] = notes
-    if build is not None:
-        m["build"] = dict(build)
-    if constraints is not None:
-        m["constraints"] = dict(constraints)
+    m.update({k: dict(v) for k, v in (("build", build), ("constraints", constraints)) if v is not None})
     return m
 
 
