@@ -111,7 +111,7 @@ def train(workspace, dataset_path, as_json):
 
 @click.command()
 @workspace_option
-@click.option("--budget", "-b", "budgets", multiple=True, required=True, help="Latency budget in ms (repeatable).")
+@click.option("--budget", "-b", "budgets", multiple=True, help="Latency budget in ms (repeatable; or --sweep).")
 @samples_flag()
 @click.option("--search-queries", "search_queries", type=click.IntRange(min=0), default=None,
               help="Also run the accuracy-guided local search, at most N accuracy-source queries per budget "
@@ -120,11 +120,16 @@ def train(workspace, dataset_path, as_json):
               help="Do not query the accuracy source to display the chosen arch's accuracy.")
 @click.option("--top", type=click.IntRange(min=1), default=5, show_default=True, help="Candidates listed per budget.")
 @limit_options
+@click.option("--sweep", type=BoundedInt(2, 100), default=None, metavar="N",
+              help="Instead of --budget: N budgets from the fastest network the limits admit to the slowest, the best "
+                   "arch for each with the limits and without them (the accuracy frontier over latency).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="With --sweep: write the two frontiers to this PNG.")
 @seed_flag(help="Sampling seed")
 @json_option
 @verbosity_option
 def generate(workspace, budgets, samples, search_queries, no_accuracy, top, max_params, max_size_mb, max_macs,
-             max_peak_kb, seed, as_json):
+             max_peak_kb, sweep, plot_path, seed, as_json):
     """The best architecture for each budget. By default the generator alone chooses it
     (zero accuracy-source queries, `selection_queries` in --json); each budget is generated
     on its own, from (seed, budget). --max-params/--max-size-mb/--max-macs/--max-peak-kb: every
@@ -134,6 +139,8 @@ def generate(workspace, budgets, samples, search_queries, no_accuracy, top, max_
     from nagkit.nag.constraints import Limits
 
     limits = Limits.parse(max_params=max_params, max_size_mb=max_size_mb, max_macs=max_macs, max_peak_kb=max_peak_kb)
+    if sweep is not None or plot_path is not None:
+        return _sweep(workspace, sweep, plot_path, budgets, search_queries, limits, samples, seed, no_accuracy, as_json)
     budget_list = _parse_budgets(budgets)
     ws = load_workspace(workspace)
     results = run_generate(ws, budget_list, samples=samples, seed=seed, top=top,
@@ -161,6 +168,37 @@ def generate(workspace, budgets, samples, search_queries, no_accuracy, top, max_
         return "\n".join(lines)
 
     emit(payload, as_json, human)
+
+
+def _sweep(workspace, n, plot_path, budgets, search_queries, limits, samples, seed, no_accuracy, as_json) -> None:
+    """`generate --sweep N [--plot PNG]`: both frontiers, as a table (or JSON) and a plot."""
+    from nagkit.errors import BadInputError
+
+    if n is None:
+        raise BadInputError("--plot goes with --sweep N", hint="e.g. nagkit generate --sweep 8 --max-params 700K "
+                                                               "--plot frontier.png")
+    if budgets or search_queries:
+        raise BadInputError("--sweep chooses its own budgets and queries nothing: drop "
+                            + ("--budget" if budgets else "--search-queries"))
+    from nagkit.app.sweep import plot_sweep, sweep
+
+    res = sweep(workspace, n, limits, samples=samples, seed=seed, display=not no_accuracy)
+    if plot_path is not None:
+        res["plot"] = str(plot_sweep(res, plot_path))
+
+    def human(r) -> str:
+        lines = [f"{r['workspace']}: the best arch per budget, latency only and with "
+                 + ", ".join(f"{k} {v:g}" for k, v in r["limits"].items() if v is not None)]
+        for name, rows in r["curves"].items():
+            lines += [f"{name}:", "  budget ms  latency ms  accuracy  score    params      MACs  peak kB  binding"]
+            for x in rows:
+                acc = f"{100 * x['accuracy']:.2f}%" if x["accuracy"] is not None else "n/a"
+                peak = f"{x['peak_kb']:.1f}" if x["peak_kb"] is not None else "n/a"
+                lines.append(f"  {x['budget_ms']:9.4g}  {x['latency_ms']:10.4g}  {acc:>8}  {x['evaluator_score']:5.2f}"
+                             f"  {x['params']:>8,}  {x['macs']:>10,}  {peak:>7}  {x['binding']}")
+        return "\n".join(lines + ([f"plot     {r['plot']}"] if r.get("plot") else []))
+
+    emit(res, as_json, human)
 
 
 @click.command()

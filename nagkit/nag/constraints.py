@@ -257,6 +257,15 @@ class Constraints:
             hint=f"raise {' and '.join(below)}" if below else
                  "each limit alone is reachable, but no network meets them together: raise one of them")
 
+    def fastest_ms(self) -> float:
+        """The fastest network the masks admit under every limit but the budget (a floor's:
+        :meth:`check` passes at any budget from here); raises like :meth:`check` when none is."""
+        ok = (self.r_cost[:, :, 1:] <= np.array([_tol(r.limit) for r in self.rules[1:]])).all(axis=2)
+        lat = np.where(ok, self.r_cost[:, :, 0], np.inf)
+        if not np.isfinite(lat).any():
+            self.check(float(self.table_latency.slowest_ms))
+        return float(lat.min())
+
     # -- what an arch reaches ----------------------------------------------------------------------
     def reached(self, dec) -> dict[str, np.ndarray]:
         """Per row: ``params``, ``macs``, ``peak_kb`` (estimate at the precision) and, with a

@@ -110,3 +110,32 @@ def test_the_api_takes_the_same_keywords():
     with pytest.raises(Exception) as e:
         nagkit.generate(2.0, max_params="2.5Q")
     assert getattr(e.value, "exit_code", None) == 2 and "unknown suffix 'Q'" in str(e.value)
+
+
+def test_sweep_prints_and_plots_both_frontiers(capsys, tmp_path):
+    png = tmp_path / "f.png"
+    r = run_cli_inproc(["generate", "--sweep", "4", "--max-params", "650K", "--plot", str(png), "--no-accuracy",
+                        "--json"], capsys)
+    assert r.code == 0, r.err
+    res = json.loads(r.out)
+    only, lim = res["curves"]["latency only"], res["curves"]["with limits"]
+    assert len(only) == len(lim) == 4 and res["plot"] == str(png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and [p.name for p in tmp_path.iterdir()] == ["f.png"]
+    assert all(x["params"] <= 650e3 and x["latency_ms"] <= x["budget_ms"] + 1e-9 for x in lim)
+    assert any(x["params"] > 650e3 for x in only)  # the limit binds somewhere, so the curves differ
+    assert only[-1]["budget_ms"] == lim[-1]["budget_ms"] and lim[0]["budget_ms"] >= only[0]["budget_ms"]
+    human = run_cli_inproc(["generate", "--sweep", "3", "--max-macs", "6M", "--no-accuracy"], capsys)
+    assert human.code == 0 and "with limits:" in human.out and "latency only:" in human.out
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--sweep", "4"], "give one of --max-params"), (["--sweep", "4", "--budget", "2", "--max-params", "700K"],
+                                                    "drop --budget"),
+    (["--plot", "x.png", "--max-params", "700K"], "--plot goes with --sweep N"), (["--sweep", "1"], "not in 2..100"),
+    (["--sweep", "4", "--max-params", "100K"], "the smallest in the space: 552,714"),
+])
+def test_bad_sweeps_are_one_line_and_write_nothing(capsys, tmp_path, monkeypatch, args, says):
+    monkeypatch.chdir(tmp_path)
+    r = run_cli_inproc(["generate", *args], capsys)
+    assert r.code in (1, 2) and r.out == "" and says in r.err and list(tmp_path.iterdir()) == []
+    assert len([ln for ln in r.err.splitlines() if ln.lower().startswith("error:")]) == 1  # click's own: "Error:"
