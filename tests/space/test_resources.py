@@ -106,7 +106,7 @@ def test_resources_grow_with_kernel_expand_and_resolution(space_name):
 @pytest.mark.slow
 def test_peak_equals_the_exported_tflite_graphs_liveness(tmp_path):
     """The estimate is the live-tensor peak of the file LiteRT runs, exactly; LiteRT's own arena
-    is within 2% above it (alignment)."""
+    places those tensors with alignment and gaps (0.9-12.2% more on 28 networks: benchmarks/constraints)."""
     from nagkit.runtimes.convert import to_tflite
     from nagkit.runtimes.memory import tflite_activation_memory
 
@@ -117,4 +117,4 @@ def test_peak_equals_the_exported_tflite_graphs_liveness(tmp_path):
         path = to_tflite(net.extract(arch).eval(), torch.zeros(1, 1, arch.r, arch.r), tmp_path / f"m{i}.tflite")
         mem = tflite_activation_memory(path)
         assert mem["liveness_bytes"] == 4 * sp.peak_activation(arch), arch
-        assert mem["liveness_bytes"] <= mem["arena_bytes"] <= 1.02 * mem["liveness_bytes"]
+        assert mem["liveness_bytes"] <= mem["arena_bytes"] <= 1.15 * mem["liveness_bytes"]
