@@ -20,43 +20,58 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+_ITEMSIZE = {"FLOAT32": 4, "FLOAT16": 2, "INT32": 4, "UINT8": 1, "INT64": 8, "BOOL": 1, "INT16": 2, "INT8": 1,
+             "FLOAT64": 8, "UINT64": 8, "UINT32": 4, "UINT16": 2, "BFLOAT16": 2}
+
+
+def tflite_liveness(path: str | os.PathLike) -> tuple[int, list[int], int]:
+    """(live-tensor peak in bytes, the activation tensors' indices, the number of operators) of
+    the .tflite at ``path``,
+    from its flatbuffer: the main subgraph's operators in their stored order (the order LiteRT
+    runs them)."""
+    from ai_edge_litert import schema_py_generated as fb
+    from ai_edge_litert.tools import flatbuffer_utils as fu
+
+    model = fu.read_model_from_bytearray(bytearray(Path(path).read_bytes()))
+    sg = model.subgraphs[0]
+    names = {v: k for k, v in vars(fb.TensorType).items() if not k.startswith("_")}
+    start: dict[int, int] = {int(i): -1 for i in sg.inputs}
+    end: dict[int, int] = {}
+    for k, op in enumerate(sg.operators):
+        reads = [int(i) for i in op.inputs if int(i) in start]
+        for i in reads:
+            end[i] = k
+        if not reads:  # e.g. float16 weights dequantized to float32: weights, not activations
+            continue
+        for i in op.outputs:
+            start.setdefault(int(i), k)
+            end[int(i)] = k
+    for i in sg.outputs:
+        end[int(i)] = len(sg.operators)
+    size = {i: int(np.prod(sg.tensors[i].shape)) * _ITEMSIZE[names[sg.tensors[i].type]] for i in start}
+    live = max(sum(size[i] for i in start if start[i] <= k <= end.get(i, start[i]))
+               for k in range(len(sg.operators)))
+    return int(live), sorted(start), len(sg.operators)
 
 
 def tflite_activation_memory(path: str | os.PathLike) -> dict[str, Any]:
     """``{"liveness_bytes", "arena_bytes", "operators", "tensors"}`` of the .tflite at ``path``."""
     from nagkit.runtimes.litert import interpreter_class
 
+    live, tensors, n_ops = tflite_liveness(path)
     cls, _ = interpreter_class()
     resolver = sys.modules[cls.__module__].OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
     it = cls(model_path=os.fspath(path), experimental_op_resolver_type=resolver)
     it.allocate_tensors()
-    ops = it._get_ops_details()
-    details = {int(t["index"]): t for t in it.get_tensor_details()}
-    inputs = [int(d["index"]) for d in it.get_input_details()]
-    outputs = {int(d["index"]) for d in it.get_output_details()}
-    start: dict[int, int] = {i: -1 for i in inputs}
-    end: dict[int, int] = {}
-    for k, op in enumerate(ops):
-        reads = [int(i) for i in op["inputs"] if int(i) in start]
-        for i in reads:
-            end[i] = k
-        if not reads:  # e.g. float16 weights dequantized to float32: weights, not activations
-            continue
-        for i in op["outputs"]:
-            start.setdefault(int(i), k)
-            end[int(i)] = k
-    for i in outputs:
-        end[i] = len(ops)
-    size = {i: int(np.prod(details[i]["shape"])) * np.dtype(details[i]["dtype"]).itemsize for i in start}
-    live = max(sum(size[i] for i in start if start[i] <= k <= end.get(i, start[i])) for k in range(len(ops)))
     lo, hi = None, 0
-    for i in start:
+    for i in tensors:
         arr = it.tensor(i)()
         addr = arr.__array_interface__["data"][0]
         lo = addr if lo is None else min(lo, addr)
         hi = max(hi, addr + arr.nbytes)
-    return {"liveness_bytes": int(live), "arena_bytes": int(hi - (lo or 0)), "operators": len(ops),
-            "tensors": len(start)}
+    return {"liveness_bytes": live, "arena_bytes": int(hi - (lo or 0)), "operators": n_ops, "tensors": len(tensors)}
