@@ -12,7 +12,9 @@ decisions the fastest and the slowest completion are known exactly. Each step ma
 choices whose fastest completion would exceed B: every sample fits its budget by construction,
 and the policy spends its probability only on feasible archs. The step also sees how much of
 the budget is left: ``(B - fastest) / B`` and ``(B - fastest) / (slowest - fastest)`` of the
-completion, which tells it to use the budget. Slots beyond a stage's depth are not decided
+completion, which tells it to use the budget. Limits beside the budget (parameters, file size,
+MACs, peak activation memory) add masks of the same kind at sampling time, the policy unchanged
+(:mod:`nagkit.nag.constraints`). Slots beyond a stage's depth are not decided
 (index 0, no log-probability, no entropy).
 
 Training (:mod:`nagkit.nag.train`): imitation of the frontier archive (teacher forcing,
@@ -97,8 +99,8 @@ class Generator(nn.Module):
         """Sample one arch per budget (rows where ``greedy`` is true take the most likely choice),
         or score the given ``actions`` (teacher forcing). Returns decisions, log pi(alpha|B) [n]
         and entropy [n] (zeros unless ``stats`` or ``actions``). ``limits``: the masks of further
-        limits (:class:`nagkit.nag.constraints.MaskArrays`): a choice is also masked when, for any
-        of them, prefix + choice + the cheapest completion is over (decisions 39)."""
+        limits (:class:`nagkit.nag.constraints.MaskArrays`): a choice is also masked unless one of
+        their floor completions meets the budget and every limit (decisions 39)."""
         if self._bounds is None:
             raise RuntimeError("Generator.bind(SlotLatency) must be called before decoding")
         bd, sp, md = self._bounds, self.space, self.space.max_depth
