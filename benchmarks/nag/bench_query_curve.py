@@ -88,6 +88,7 @@ def main() -> int:
         jobs += [("evo", q, "equal_total", b, s, total) for b in budgets for s in range(args.seeds)]
     jobs.sort(key=lambda j: (j[0] != "nag", -j[1]))  # the longest first
     _SHARED.update(ws=ws, budgets=budgets)
+    info = machine()  # its load_avg_start: before the jobs
     t0 = time.time()
     path = Path(args.out or HERE / f"query_curve-{ws.name}.json")
     # every finished job is appended here, so an interrupted run resumes with the rest
@@ -116,7 +117,7 @@ def main() -> int:
         _one_thread()
         for job in todo:
             keep(job, _job(job)[1])
-    out: dict = {"benchmark": "nag-query-cost-curve", "machine": machine(), "workspace": ws.name, "budgets_ms": budgets,
+    out: dict = {"benchmark": "nag-query-cost-curve", "machine": info, "workspace": ws.name, "budgets_ms": budgets,
                  "queries": qs, "seeds": args.seeds, "jobs": args.jobs, "curve": []}
     for q in qs:
         nag = [results[("nag", q, s)] for s in range(args.seeds)]
@@ -157,6 +158,8 @@ def plot(out: dict, path: Path) -> None:
     ax.plot(qs, [r["evolution_equal_total"]["mean_pct"] for r in out["curve"]], "^:",
             label=f"OFA evolution: Q queries in all ({len(out['budgets_ms'])} budgets)")
     ax.set_xscale("log")
+    ax.set_xticks(qs, [f"{q:,}" for q in qs])
+    ax.minorticks_off()
     ax.set_xlabel("accuracy queries Q")
     ax.set_ylabel(f"mean top-1 over {len(out['budgets_ms'])} budgets (%)")
     ax.set_title(f"{out['workspace']}: accuracy against query cost ({out['seeds']} seeds each)")

@@ -207,9 +207,9 @@ class NagModel:
         sel_q = 0
         if sq > 0:
             pool, sel_q, extra = self._search(pool, b, sq, s)
+        pool_scores = self.scores(pool.dec, pool.latency, b) if sq > 0 else sc[order]  # unchanged pool: scored
         cands = [Candidate(a, float(l), float(x), None if math.isnan(c) else float(c))
-                 for a, l, x, c in zip(pool.dec.to_archs(self.space), pool.latency,
-                                       self.scores(pool.dec, pool.latency, b), pool.accuracy)]
+                 for a, l, x, c in zip(pool.dec.to_archs(self.space), pool.latency, pool_scores, pool.accuracy)]
         if cons is not None:
             reached = cons.reached(pool.dec)
             for i, c in enumerate(cands):
