@@ -44,7 +44,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench_nag import DEFAULT_BUDGETS, machine  # noqa: E402 - this folder is on sys.path
+from bench_nag import DEFAULT_BUDGETS, machine, run_resumable  # noqa: E402 - this folder is on sys.path
 from nagkit.io import atomic_write_json  # noqa: E402
 
 RL_STEPS = 700
@@ -189,28 +189,7 @@ def main() -> int:
     _SHARED.update(ws=ws, budgets=budgets)
     # every finished job is appended here, so an interrupted run resumes with the rest
     partial = Path(args.out).with_name(Path(args.out).name + f".{ws.name}.partial.jsonl")
-    results = {}
-    if partial.is_file():
-        for line in partial.read_text().splitlines():
-            rec = json.loads(line)
-            results[tuple(rec["job"])] = rec["result"]
-    todo = [j for j in jobs if j not in results]
-
-    def keep(job: tuple, res: dict) -> None:
-        results[job] = res
-        with open(partial, "a") as fh:
-            fh.write(json.dumps({"job": list(job), "result": res}) + "\n")
-        print(job, np.round(res["accuracy_pct"], 2).tolist(), file=sys.stderr, flush=True)
-
-    if args.jobs > 1:
-        import multiprocessing as mp
-
-        with mp.get_context("fork").Pool(args.jobs) as pool:
-            for job, res in pool.imap_unordered(_job, todo):
-                keep(job, res)
-    else:
-        for job in todo:
-            keep(job, _job(job)[1])
+    results = run_resumable(jobs, _job, partial, args.jobs)
     out["jobs"] = args.jobs
     for n in names:
         key = ("rl", n.split("-", 1)[1]) if n in ("rl-dominance", "rl-mnasnet", "rl-tunas") else (n,)

@@ -99,7 +99,7 @@ def main() -> int:
         "nag_faster_in_every_round": all(a < b for a, b in zip(nag_s, evo_s)),
         "ratio_evolution_over_nag_per_round": [b / a for a, b in zip(nag_s, evo_s)],
         "nag_accuracy_queries": [r["nag"]["train"]["json"].get("accuracy_queries") for r in out["rounds"]],
-        "evolution_queries_per_budget": [q["json"].get("queries") for q in out["rounds"][0]["evo"]["runs"]],
+        "evolution_queries_per_budget": [q["json"].get("accuracy_queries") for q in out["rounds"][0]["evo"]["runs"]],
     }
     out["machine"]["load_avg_end"] = os.getloadavg()
     path = Path(args.out or HERE / f"cli_time-{args.workspace}.json")

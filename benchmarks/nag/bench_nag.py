@@ -60,6 +60,39 @@ def machine() -> dict:
     return info
 
 
+def run_resumable(jobs: list[tuple], work, partial: Path, n_workers: int = 1, initializer=None) -> dict:
+    """{job: result} for every job, each ``work(job) -> (job, result)``; a finished job's result is
+    appended to ``partial`` (JSON lines), so an interrupted run resumes with the rest. ``n_workers``
+    > 1 runs them in forked workers (``initializer`` in each); 1 runs them here."""
+    results = {}
+    if partial.is_file():
+        for line in partial.read_text().splitlines():
+            rec = json.loads(line)
+            results[tuple(rec["job"])] = rec["result"]
+    todo = [j for j in jobs if j not in results]
+    print(f"{len(results)} jobs from {partial.name}, {len(todo)} to run", file=sys.stderr, flush=True)
+    t0 = time.time()
+
+    def keep(job: tuple, res: dict) -> None:
+        results[job] = res
+        with open(partial, "a") as fh:
+            fh.write(json.dumps({"job": list(job), "result": res}) + "\n")
+        print(json.dumps({"job": list(job), "s": round(time.time() - t0)}), file=sys.stderr, flush=True)
+
+    if n_workers > 1:
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(n_workers, initializer=initializer) as pool:
+            for job, res in pool.imap_unordered(work, todo):
+                keep(job, res)
+    else:
+        if initializer is not None:
+            initializer()
+        for job in todo:
+            keep(job, work(job)[1])
+    return results
+
+
 def train_seed(ws, seed: int, queries: int | None = None) -> tuple[object, dict]:
     """The dataset (seed ``seed``) and the training, timed together; ``queries`` overrides the
     workspace's query budget (the dataset is then a tenth of it, as the default rule)."""

@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1]))
 
-from bench_nag import DEFAULT_BUDGETS, generation_rows, machine, train_seed  # noqa: E402
+from bench_nag import DEFAULT_BUDGETS, generation_rows, machine, run_resumable, train_seed  # noqa: E402
 
 from nagkit.io import atomic_write_json  # noqa: E402
 
@@ -93,30 +93,7 @@ def main() -> int:
     path = Path(args.out or HERE / f"query_curve-{ws.name}.json")
     # every finished job is appended here, so an interrupted run resumes with the rest
     partial = path.with_name(path.name + ".partial.jsonl")
-    results = {}
-    if partial.is_file():
-        for line in partial.read_text().splitlines():
-            rec = json.loads(line)
-            results[tuple(rec["job"])] = rec["result"]
-    todo = [j for j in jobs if j not in results]
-    print(f"{len(results)} jobs from {partial.name}, {len(todo)} to run", file=sys.stderr, flush=True)
-
-    def keep(job: tuple, res: dict) -> None:
-        results[job] = res
-        with open(partial, "a") as fh:
-            fh.write(json.dumps({"job": list(job), "result": res}) + "\n")
-        print(json.dumps({"job": list(job), "s": round(time.time() - t0)}), file=sys.stderr, flush=True)
-
-    if args.jobs > 1:
-        import multiprocessing as mp
-
-        with mp.get_context("fork").Pool(args.jobs, initializer=_one_thread) as pool:
-            for job, res in pool.imap_unordered(_job, todo):
-                keep(job, res)
-    else:
-        _one_thread()
-        for job in todo:
-            keep(job, _job(job)[1])
+    results = run_resumable(jobs, _job, partial, args.jobs, _one_thread)
     out: dict = {"benchmark": "nag-query-cost-curve", "machine": info, "workspace": ws.name, "budgets_ms": budgets,
                  "queries": qs, "seeds": args.seeds, "jobs": args.jobs, "curve": []}
     for q in qs:
