@@ -16,10 +16,15 @@ from ..cli.helpers import run_cli, run_cli_inproc
 LIMITS = ["--max-params", "700K", "--max-size-mb", "2.8", "--max-peak-kb", "300"]
 
 
-def test_build_meets_the_limits_and_the_manifest_says_what_binds(cli_env, tmp_path):
+def test_build_meets_the_limits_and_the_manifest_says_what_binds(capsys, tmp_path):
+    """One real build with three limits: the manifest and --json agree, the exported files'
+    real sizes are recorded and within the limit, and the peak estimate is the exported TFLite
+    graph's live-tensor peak (tests/space/test_resources.py checks another network the same way)."""
+    from nagkit.runtimes.memory import tflite_activation_memory
+
     out = tmp_path / "b"
-    r = run_cli(["build", "--budget", "3", *LIMITS, "--accuracy", "never", "--export", "tflite,onnx", "--out", str(out),
-                 "--json"], env=cli_env)
+    r = run_cli_inproc(["build", "--budget", "3", *LIMITS, "--accuracy", "never", "--export", "tflite,onnx", "--out",
+                        str(out), "--json"], capsys)
     assert r.code == 0, r.err
     res = json.loads(r.out)
     man = json.loads((out / "manifest.json").read_text())
@@ -32,28 +37,30 @@ def test_build_meets_the_limits_and_the_manifest_says_what_binds(cli_env, tmp_pa
                            "max_peak_kb": 300.0}
     assert c["reached"]["params"] == man["arch"]["params"] <= 7e5 and c["reached"]["macs"] == man["arch"]["macs"]
     assert c["reached"]["peak_kb"] <= 300
+    assert tflite_activation_memory(out / "model.tflite")["liveness_bytes"] == round(c["reached"]["peak_kb"] * 1000)
     rows = c["constraints"]
     assert set(rows) == {"latency_ms", "params", "size_mb", "peak_kb"}
     assert rows["size_mb"]["measured"] and rows["size_mb"]["value"] == max(sizes.values()) / 1e6
     assert rows["size_mb"]["estimated_mb"] >= rows["size_mb"]["value"]  # the estimate is an upper bound
     assert c["binding"] == max(rows, key=lambda k: rows[k]["share"]) and all(v["share"] <= 1 for v in rows.values())
     # the bundle reads back and verifies with its new field
-    v = run_cli(["check", str(out)], env=cli_env)
+    v = run_cli_inproc(["check", str(out)], capsys)
     assert v.code == 0, v.err
 
 
 def test_a_real_file_over_max_size_mb_fails_and_leaves_nothing(tmp_path, monkeypatch):
     """With a size model that underestimates (a negative overhead), the generator's pick is over
-    the limit as exported: exit 1 (a failed check), no bundle, no staging folder."""
+    the limit as exported: exit 1 (a failed check), no bundle, no staging folder. (The check is
+    the same for every format; ONNX is the quickest to export.)"""
     import nagkit
     from nagkit.nag import constraints
 
-    monkeypatch.setitem(constraints.SIZE_OVERHEAD, ("tflite", "fp32"), -400_000)
+    monkeypatch.setitem(constraints.SIZE_OVERHEAD, ("onnx", "fp32"), -400_000)
     out = tmp_path / "b"
     with pytest.raises(CheckFailedError) as e:
-        nagkit.build(3.0, out=out, max_size_mb=2.6, accuracy="never")
+        nagkit.build(3.0, out=out, export="onnx", max_size_mb=2.6, accuracy="never")
     assert "--max-size-mb 2.6: the exported network reaches" in e.value.message
-    assert "model.tflite" in e.value.message and "nothing was written" in e.value.message
+    assert "model.onnx" in e.value.message and "nothing was written" in e.value.message
     assert e.value.exit_code == 1
     assert list(tmp_path.iterdir()) == []
 

@@ -112,8 +112,8 @@ def test_peak_equals_the_exported_tflite_graphs_liveness(tmp_path):
 
     sp = get_space("fmnist-mbv3-w0.5")
     net = OFAMobileNetV3(sp).eval()
-    for i, arch in enumerate([sp.parse_arch("r28-k3e3.k3e3-k7e6.k3e3-k5e4.k3e3-k3e6.k3e3-k7e3.k3e4"),
-                              sp.parse_arch("r40-k7e6.k5e3.k3e4-k3e3.k5e6.k7e3-k5e4.k5e4-k3e3.k7e6.k5e3-k3e6.k3e3")]):
+    # one network here; the build test (tests/build/test_build_limits.py) checks its own export the same way
+    for i, arch in enumerate([sp.parse_arch("r40-k7e6.k5e3.k3e4-k3e3.k5e6.k7e3-k5e4.k5e4-k3e3.k7e6.k5e3-k3e6.k3e3")]):
         path = to_tflite(net.extract(arch).eval(), torch.zeros(1, 1, arch.r, arch.r), tmp_path / f"m{i}.tflite")
         mem = tflite_activation_memory(path)
         assert mem["liveness_bytes"] == 4 * sp.peak_activation(arch), arch
