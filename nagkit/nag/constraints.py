@@ -56,9 +56,11 @@ MAX_LIMIT = 1e15  # well above any network of any space; a larger "limit" is a t
 #: per (format, precision): upper bounds over 28 exported networks (24 of fmnist-mbv3-w0.5 at its
 #: four resolutions, 4 of ofa-mbv3-w1.0; int8: 6 of fmnist), each measured maximum rounded up.
 #: int8 files hold 1 byte per weight plus int32 biases, per-channel scales and the float operators'
-#: constants: measured 1.40-1.46 bytes per parameter. An onnx-int8 file is not modelled (refused).
-#: benchmarks/constraints/results/summary.json; decisions 39.
-BYTES_PER_WEIGHT = {"fp32": 4, "fp16": 2, "int8": 1.5}
+#: constants (SE runs in float): 1.40-1.46 bytes per parameter on 6 measured files, but 1.53 on a
+#: build's pick with fewer SE weights (benchmarks/constraints/results/real_files*.json), so 1.65:
+#: an upper bound with margin until the per-layer make-up is modelled. An onnx-int8 file is not
+#: modelled (refused). benchmarks/constraints/results/summary.json; decisions 39.
+BYTES_PER_WEIGHT = {"fp32": 4, "fp16": 2, "int8": 1.65}
 SIZE_OVERHEAD = {("tflite", "fp32"): 48_000, ("onnx", "fp32"): 80_000, ("tflite", "fp16"): 112_000,
                  ("tflite", "int8"): 32_000}
 

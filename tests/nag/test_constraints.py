@@ -206,6 +206,6 @@ def test_an_int8_peak_limit_is_refused_not_guessed(fmnist):
     with pytest.raises(BadInputError, match="float graphs"):
         fmnist.constraints(Limits(max_peak_kb=300), precision="int8")
     # a size limit at int8 is modelled for TFLite (measured), not for ONNX
-    assert fmnist.constraints(Limits(max_size_mb=1), precision="int8").bpw == 1.5
+    assert fmnist.constraints(Limits(max_size_mb=1), precision="int8").bpw == 1.65
     with pytest.raises(BadInputError, match="no file-size model for onnx at int8"):
         fmnist.constraints(Limits(max_size_mb=1), formats=("onnx",), precision="int8")
