@@ -50,30 +50,43 @@ def profile(device: Any, *, space: str | None = None, resolutions: Sequence[int]
 def build(budget_ms: float, *, workspace: Any = None, device: Any = None, export: str = "tflite",
           out: str | Path | None = None, force: bool = False, weights: str | None = None, random_init: bool = False,
           finetune: int = 0, max_tries: int = 3, samples: int | None = None, seed: int = 0,
-          accuracy: str = "auto", max_int8_drop: float = 1.0, quantize_after: bool = False):
+          accuracy: str = "auto", max_int8_drop: float = 1.0, quantize_after: bool = False,
+          max_params: float | str | None = None, max_size_mb: float | None = None,
+          max_macs: float | str | None = None, max_peak_kb: float | None = None):
     """The most accurate model for ``budget_ms`` as a verified bundle, as ``nagkit build`` does
     (``device``: a spec string or an open device; without one the bundle is unverified).
-    Returns the :class:`~nagkit.app.build.BuildResult` (``.bundle``, ``.measured``, ``.note``...)."""
+    ``max_params``, ``max_size_mb``, ``max_macs``, ``max_peak_kb``: further limits, met by every
+    generated arch (counts may be text such as ``"2.5M"``; MB and kB are 10^6 and 10^3 bytes).
+    Returns the :class:`~nagkit.app.build.BuildResult` (``.bundle``, ``.measured``, ``.note``,
+    ``.constraints``...)."""
     from nagkit.app.build import BuildOptions
     from nagkit.app.build import build as run
+    from nagkit.nag.constraints import Limits
 
+    limits = Limits.parse(max_params=max_params, max_size_mb=max_size_mb, max_macs=max_macs, max_peak_kb=max_peak_kb)
     opts = BuildOptions(device_spec=device if isinstance(device, str) else None, formats=export, out=out,
                         force=force, weights=weights, random_init=random_init, finetune=finetune,
                         max_tries=max_tries, samples=samples, seed=seed, accuracy=accuracy,
-                        max_int8_drop=max_int8_drop, quantize_after=quantize_after)
+                        max_int8_drop=max_int8_drop, quantize_after=quantize_after, limits=limits)
     return run(budget_ms, workspace=workspace, options=opts, device=None if isinstance(device, str) else device)
 
 
 def generate(budgets: float | Sequence[float], *, workspace: Any = None, samples: int | None = None, seed: int = 0,
-             top: int = 10, search_queries: int | None = None, accuracy: bool = True) -> list:
+             top: int = 10, search_queries: int | None = None, accuracy: bool = True,
+             max_params: float | str | None = None, max_size_mb: float | None = None,
+             max_macs: float | str | None = None, max_peak_kb: float | None = None) -> list:
     """The best architectures for each budget, as ``nagkit generate`` does: one
     :class:`~nagkit.nag.infer.BudgetResult` per budget (``.best.arch``, ``.best.latency_ms``,
-    ``.candidates``); ``accuracy=False`` skips the display-only accuracy lookup."""
+    ``.candidates``); ``accuracy=False`` skips the display-only accuracy lookup. ``max_params``,
+    ``max_size_mb`` (a TFLite file at the table's precision), ``max_macs``, ``max_peak_kb``:
+    further limits every sample meets (``.extra["constraints"]`` says what binds)."""
     from nagkit.app.nag import generate as run
+    from nagkit.nag.constraints import Limits
 
+    limits = Limits.parse(max_params=max_params, max_size_mb=max_size_mb, max_macs=max_macs, max_peak_kb=max_peak_kb)
     values = [float(budgets)] if isinstance(budgets, (int, float)) else [float(b) for b in budgets]
     return run(workspace, values, samples=samples, seed=seed, top=top, search_queries=search_queries,
-               display=accuracy)
+               display=accuracy, limits=limits)
 
 
 def check(model: str | Path, *, device: str, budget_ms: float, runs: int | None = None):

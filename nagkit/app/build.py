@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nagkit.app.build_limits import check_limits, limits_record
+from nagkit.app.build_result import Attempt, BuildResult  # noqa: F401 - BuildResult: the API's result type
 from nagkit.app.build_inputs import check_counts as _check_counts
 from nagkit.app.build_inputs import finetune_data as _finetune_data
 from nagkit.app.build_inputs import has_fmnist_data as _has_fmnist_data
@@ -81,6 +83,7 @@ class BuildOptions:
     accuracy: str = "auto"
     max_int8_drop: float = DEFAULT_MAX_INT8_DROP  # points: an int8 export losing more fails (exit 1)
     quantize_after: bool = False  # int8/fp16 export of the arch chosen on an fp32 table (said in the manifest)
+    limits: Any = None  # nagkit.nag.constraints.Limits: --max-params, --max-size-mb, --max-macs, --max-peak-kb
 
     def check(self) -> None:
         parse_export(self.formats)  # an unknown format or precision fails before any work
@@ -112,54 +115,6 @@ class BuildOptions:
 
         return FinetuneOptions(epochs=self.finetune, data=self.data, device_train=self.device_train,
                                val_fraction=self.val_fraction, seed=self.seed, mixed_sizes=self.mixed_sizes)
-
-
-@dataclass
-class Attempt:
-    arch: str
-    predicted_ms: float
-    measured_ms: float | None
-    accepted: bool
-    note: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass
-class BuildResult:
-    bundle: str
-    zip: str
-    arch: str
-    ofa: dict[str, Any]
-    budget_ms: float
-    predicted_ms: float
-    predicted_raw_ms: float
-    measured: dict[str, Any] | None
-    accuracy: float | None
-    accuracy_source: str | None
-    device: str | None
-    formats: list[str]
-    weights: str
-    attempts: list[Attempt] = field(default_factory=list)
-    aims: list[dict[str, float]] = field(default_factory=list)  # re-aims after over-budget measurements
-    timings_s: dict[str, float] = field(default_factory=dict)
-    parity: dict[str, Any] = field(default_factory=dict)
-    note: str | None = None  # e.g. the budget was above the slowest network
-    workspace: str | None = None  # how to name it (``--workspace``), and where it is
-    table: str | None = None  # the latency table the predictions and the budget's range come from
-    table_note: str | None = None  # which table, and whether it is the device's own
-    verified: bool = False  # measured on the device (without --device: unverified)
-    trained: dict[str, Any] | None = None  # the generator trained on demand for the device's table
-    accuracies: list[dict[str, Any]] = field(default_factory=list)  # the manifest's records, the reported one first
-    re_aims: list[dict[str, float]] = field(default_factory=list)  # {aim_ms, ratio}: see _Build.first_fitting
-    precision: str = "fp32"
-    int8: dict[str, Any] | None = None  # int8 parity: top-1 agreement, accuracies, drop (app/int8.py)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
-        d["attempts"] = [a.to_dict() for a in self.attempts]
-        return d
 
 
 def parse_export(text: str | None) -> tuple[tuple[str, ...], str]:
@@ -197,6 +152,7 @@ class _Build:
     attempts: list[Attempt] = field(default_factory=list)
     aims: list[dict[str, float]] = field(default_factory=list)  # re-aims after over-budget measurements
     timings: dict[str, float] = field(default_factory=dict)
+    limits_rec: dict[str, Any] | None = None  # the accepted candidate's constraints record
 
     def announce(self, msg: str) -> None:
         if self.say is not None:
@@ -257,11 +213,16 @@ class _Build:
 
     def candidates(self) -> list:
         """The generator's best archs for the budget, by the evaluator (zero accuracy queries)."""
+        return self.generate(self.budget_ms)[: self.opts.max_tries]
+
+    def generate(self, budget_ms: float) -> list:
+        """Ranked candidates for ``budget_ms`` within every limit (exit 1 when none can be)."""
         o = self.opts
         with self.timed("generate"):
-            self.result = self.model.generate([self.budget_ms], samples=o.samples, seed=o.seed, top=o.max_tries,
-                                              display=False)[0]
-        return self.result.candidates[: o.max_tries]
+            self.result = self.model.generate([budget_ms], samples=o.samples, seed=o.seed, top=o.max_tries,
+                                              display=False, limits=o.limits, formats=self.fmts,
+                                              precision=self.precision)[0]
+        return list(self.result.candidates)
 
     def subnet(self, arch):
         """The arch's subnet with the supernet's weights (BN recalibrated, fine-tuned as asked)."""
@@ -397,7 +358,7 @@ class _Build:
             device=({"spec": dev.spec, "info": dev.info(), "runtime": dev.runtime_info()} if dev else None),
             predicted={"ms": pred, "raw_ms": pred_raw, "source": "latency table", "table": table_record(ws)},
             measured=stats, accuracy=records[0] if records else None, accuracy_others=records[1:],
-            seed=o.seed, notes=notes, int8=self.int8,
+            seed=o.seed, notes=notes, int8=self.int8, constraints=self.limits_rec,
             build={"budget_note": self.budget_note, "selection_queries": res.selection_queries,
                    "generated_for_ms": res.effective_budget_ms, "re_aims": self.aims, "verified_on_device": dev is not None,
                    "workspace": ws.ref, "latency_table": {"path": self.target.table, "device_own": self.target.device_table,
@@ -418,7 +379,7 @@ class _Build:
             parity={f: m.to_dict().get("parity_max_abs_diff") for f, m in ex.models.items()},
             note=self.budget_note, workspace=ws.describe(), table=self.target.table, table_note=self.target.note,
             verified=dev is not None, trained=self.target.trained, accuracies=records,
-            re_aims=list(self.aims), precision=self.precision, int8=self.int8,
+            re_aims=list(self.aims), precision=self.precision, int8=self.int8, constraints=self.limits_rec,
         )
 
     def first_fitting(self, cands: list, staging_root: Path) -> BuildResult:
@@ -436,6 +397,9 @@ class _Build:
             pred, pred_raw = _predict(self.ws.latency_table, self.ws.space, cand.arch)
             sub = self.subnet(cand.arch)
             ex, shape = self.export(sub, cand.arch, staging_root / f"c{i}")
+            self.limits_rec = limits_record(self.opts.limits, self.budget_ms, pred, self.space, cand.arch, ex,
+                                            self.precision)
+            check_limits(self.limits_rec, self.opts.limits)  # the real file's bytes, before any measurement
             accepted, stats = self.measure(i, cand.arch, pred, ex, shape)
             if accepted:
                 return self.bundle(cand, ex, stats, pred, pred_raw)
@@ -461,10 +425,7 @@ class _Build:
         self.aims.append({"aim_ms": aim, "ratio": ratio})
         log.warning("this device measured %.2fx the table's prediction: the next candidate is generated for %.4g ms "
                     "on the table (%g ms / %.2f x %g)", ratio, aim, self.budget_ms, ratio, AIM_MARGIN)
-        with self.timed("generate"):
-            self.result = self.model.generate([aim], samples=self.opts.samples, seed=self.opts.seed,
-                                              top=self.opts.max_tries, display=False)[0]
-        return list(self.result.candidates)
+        return self.generate(aim)
 
 
 def build(budget_ms: float, *, workspace=None, options: BuildOptions | None = None, device=None,

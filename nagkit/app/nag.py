@@ -122,12 +122,15 @@ def query_plan(fc, ds, paid, tag: str) -> dict[str, int]:
 
 
 def generate(workspace, budgets: Sequence[float], *, samples: int | None = None, seed: int = 0, top: int = 10,
-             search_queries: int | None = None, display: bool = True, model=None) -> list:
+             search_queries: int | None = None, display: bool = True, model=None, limits=None) -> list:
     """Ranked candidates for each budget (:class:`nagkit.nag.infer.BudgetResult`, best first).
-    Zero accuracy-source queries choose them unless ``search_queries`` > 0."""
+    Zero accuracy-source queries choose them unless ``search_queries`` > 0. ``limits``
+    (:class:`nagkit.nag.constraints.Limits`): met by every sample; the file size and activation
+    bytes are those of a TFLite export at the precision of the workspace's latency table."""
     from nagkit.app.workspace import load_workspace
 
     ws = load_workspace(workspace)
     model = model or ws.nag_model(with_source=display or bool(search_queries))
     return model.generate(budgets, samples=samples, seed=seed, top=top, search_queries=search_queries,
-                          display=display)
+                          display=display, limits=limits, formats=("tflite",),
+                          precision=ws.latency_table.precision)

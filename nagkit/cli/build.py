@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from nagkit.cli.options import FINITE, BoundedInt, emit, json_option, samples_flag, seed_flag, verbosity_option
+from nagkit.cli.options import (FINITE, BoundedInt, emit, json_option, limit_lines, limit_options, samples_flag,
+                                seed_flag, verbosity_option)
 from nagkit.nag.config import MAX_EPOCHS
 
 
@@ -86,12 +87,14 @@ def check(target: str, device_spec: str | None, budget: float | None, runs: int 
                                       "never: also skips running the exported file on the workspace's test images "
                                       "(~40 s for Fashion-MNIST's 10,000 on a 2-core CPU); the manifest then has no "
                                       "accuracy.")
+@limit_options
 @json_option
 @verbosity_option
 def build(budget: float, workspace: str | None, device_spec: str | None, formats: str, out: str | None, force: bool,
           weights: str | None, random_init: bool, finetune: int, data: str | None, mixed_sizes: bool, device_train: str,
           max_tries: int, samples: int | None, seed: int, accuracy_mode: str, max_int8_drop: float,
-          quantize_after: bool, as_json: bool) -> None:
+          quantize_after: bool, max_params: str | None, max_size_mb: str | None, max_macs: str | None,
+          max_peak_kb: str | None, as_json: bool) -> None:
     """Generate the best arch for --budget, export it with supernet weights, verify, bundle.
 
     With --device D the device is contacted first, and predictions and the budget's range come
@@ -101,6 +104,9 @@ def build(budget: float, workspace: str | None, device_spec: str | None, formats
     from nagkit.app.build import BuildOptions
     from nagkit.app.build import build as run_build
     from nagkit.cli.options import log, phase_progress
+    from nagkit.nag.constraints import Limits
+
+    limits = Limits.parse(max_params=max_params, max_size_mb=max_size_mb, max_macs=max_macs, max_peak_kb=max_peak_kb)
 
     if random_init and weights:
         raise click.BadParameter("--random-init conflicts with --weights", param_hint="--random-init")
@@ -111,7 +117,7 @@ def build(budget: float, workspace: str | None, device_spec: str | None, formats
             device_spec=device_spec, formats=formats, out=out, force=force, weights=weights, random_init=random_init,
             finetune=finetune, data=data, mixed_sizes=mixed_sizes, device_train=device_train, max_tries=max_tries,
             samples=samples, seed=seed, accuracy=accuracy_mode, max_int8_drop=max_int8_drop,
-            quantize_after=quantize_after), say=log,
+            quantize_after=quantize_after, limits=limits), say=log,
             progress=phase_progress())
     except Int8DropError as e:  # the figures on stdout too, for machines; the error (exit 1) on stderr
         if as_json:
@@ -140,6 +146,7 @@ def build(budget: float, workspace: str | None, device_spec: str | None, formats
             f"parity    " + ", ".join(f"{f} max|diff| {v:.2e}" for f, v in r["parity"].items() if v is not None)
             + (" (against PyTorch with its weights rounded to float16)" if r.get("precision") == "fp16" else ""),
             *([_int8_line(r["int8"])] if r.get("int8") else []),
+            *_limits_lines(r.get("constraints")),
             f"attempts  {len(r['attempts'])}" + "".join(
                 f"\n  - {a['arch']}: " + ("accepted" if a["accepted"] else a["note"]) for a in r["attempts"]),
             "time      " + ", ".join(f"{k} {v:.2f}s" for k, v in r["timings_s"].items()),
@@ -147,6 +154,18 @@ def build(budget: float, workspace: str | None, device_spec: str | None, formats
         return "\n".join(lines)
 
     emit(res.to_dict(), as_json, human)
+
+
+def _limits_lines(c: dict | None) -> list[str]:
+    """What the network reaches (exact counts, the files' bytes, the peak estimate) and, with
+    limits, each against its limit and the one that binds."""
+    if not c:
+        return []
+    r = c["reached"]
+    files = ", ".join(f"{k} {v:,} bytes" for k, v in (r["file_bytes"] or {}).items())
+    peak = f"{r['peak_kb']:.1f} kB peak activations (estimate, {c.get('precision', 'fp32')})" if r["peak_kb"] is not None \
+        else "peak activations not modelled at int8"
+    return [f"resources {r['params']:,} params, {r['macs']:,} MACs, {peak}; {files}", *limit_lines(c)]
 
 
 def _int8_line(q: dict) -> str:

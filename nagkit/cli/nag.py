@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from nagkit.cli.options import (FINITE, POSITIVE, BoundedInt, emit, json_option, log, samples_flag, seed_flag,
-                                verbosity_option, workspace_option)
+from nagkit.cli.options import (FINITE, POSITIVE, BoundedInt, emit, json_option, limit_lines, limit_options, log,
+                                samples_flag, seed_flag, verbosity_option, workspace_option)
 from nagkit.nag.config import DATASET_N_MAX
 
 
@@ -111,7 +111,7 @@ def train(workspace, dataset_path, as_json):
 
 @click.command()
 @workspace_option
-@click.option("--budget", "-b", "budgets", multiple=True, required=True, help="Latency budget in ms (repeatable).")
+@click.option("--budget", "-b", "budgets", multiple=True, help="Latency budget in ms (repeatable; or --sweep).")
 @samples_flag()
 @click.option("--search-queries", "search_queries", type=click.IntRange(min=0), default=None,
               help="Also run the accuracy-guided local search, at most N accuracy-source queries per budget "
@@ -119,19 +119,32 @@ def train(workspace, dataset_path, as_json):
 @click.option("--no-accuracy", "no_accuracy", is_flag=True,
               help="Do not query the accuracy source to display the chosen arch's accuracy.")
 @click.option("--top", type=click.IntRange(min=1), default=5, show_default=True, help="Candidates listed per budget.")
+@limit_options
+@click.option("--sweep", type=BoundedInt(2, 100), default=None, metavar="N",
+              help="Instead of --budget: N budgets from the fastest network the limits admit to the slowest, the best "
+                   "arch for each with the limits and without them (the accuracy frontier over latency).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="With --sweep: write the two frontiers to this PNG.")
 @seed_flag(help="Sampling seed")
 @json_option
 @verbosity_option
-def generate(workspace, budgets, samples, search_queries, no_accuracy, top, seed, as_json):
+def generate(workspace, budgets, samples, search_queries, no_accuracy, top, max_params, max_size_mb, max_macs,
+             max_peak_kb, sweep, plot_path, seed, as_json):
     """The best architecture for each budget. By default the generator alone chooses it
     (zero accuracy-source queries, `selection_queries` in --json); each budget is generated
-    on its own, from (seed, budget)."""
+    on its own, from (seed, budget). --max-params/--max-size-mb/--max-macs/--max-peak-kb: every
+    sample also meets these (the file and activations: a TFLite export at the table's precision)."""
     from nagkit.app.nag import generate as run_generate
     from nagkit.app.workspace import load_workspace
+    from nagkit.nag.constraints import Limits
 
+    limits = Limits.parse(max_params=max_params, max_size_mb=max_size_mb, max_macs=max_macs, max_peak_kb=max_peak_kb)
+    if sweep is not None or plot_path is not None:
+        return _sweep(workspace, sweep, plot_path, budgets, search_queries, limits, samples, seed, no_accuracy, as_json)
+    budget_list = _parse_budgets(budgets)
     ws = load_workspace(workspace)
-    results = run_generate(ws, _parse_budgets(budgets), samples=samples, seed=seed, top=top,
-                           search_queries=search_queries, display=not no_accuracy)
+    results = run_generate(ws, budget_list, samples=samples, seed=seed, top=top,
+                           search_queries=search_queries, display=not no_accuracy, limits=limits)
     sp = ws.space
     payload = {"workspace": ws.name, "space": sp.name, "results": [r.to_dict(sp, top=top) for r in results]}
 
@@ -148,12 +161,44 @@ def generate(workspace, budgets, samples, search_queries, no_accuracy, top, seed
             lines += [f"  arch      {b.arch}",
                       f"  ofa       {json.dumps(sp.to_ofa_dict(b.arch))}",
                       f"  latency   {b.latency_ms:.3f} ms (latency table)",
+                      *limit_lines(r.extra.get("constraints"), indent="  "),
                       f"  accuracy  {acc}",
                       f"  chosen    from {r.n_unique} unique samples of {r.n_sampled}; {r.selection_queries} "
                       f"accuracy queries to choose; {r.seconds * 1000:.0f} ms"]
         return "\n".join(lines)
 
     emit(payload, as_json, human)
+
+
+def _sweep(workspace, n, plot_path, budgets, search_queries, limits, samples, seed, no_accuracy, as_json) -> None:
+    """`generate --sweep N [--plot PNG]`: both frontiers, as a table (or JSON) and a plot."""
+    from nagkit.errors import BadInputError
+
+    if n is None:
+        raise BadInputError("--plot goes with --sweep N", hint="e.g. nagkit generate --sweep 8 --max-params 700K "
+                                                               "--plot frontier.png")
+    if budgets or search_queries:
+        raise BadInputError("--sweep chooses its own budgets and queries nothing: drop "
+                            + ("--budget" if budgets else "--search-queries"))
+    from nagkit.app.sweep import plot_sweep, sweep
+
+    res = sweep(workspace, n, limits, samples=samples, seed=seed, display=not no_accuracy)
+    if plot_path is not None:
+        res["plot"] = str(plot_sweep(res, plot_path))
+
+    def human(r) -> str:
+        lines = [f"{r['workspace']}: the best arch per budget, latency only and with "
+                 + ", ".join(f"{k} {v:g}" for k, v in r["limits"].items() if v is not None)]
+        for name, rows in r["curves"].items():
+            lines += [f"{name}:", "  budget ms  latency ms  accuracy  score    params      MACs  peak kB  binding"]
+            for x in rows:
+                acc = f"{100 * x['accuracy']:.2f}%" if x["accuracy"] is not None else "n/a"
+                peak = f"{x['peak_kb']:.1f}" if x["peak_kb"] is not None else "n/a"
+                lines.append(f"  {x['budget_ms']:9.4g}  {x['latency_ms']:10.4g}  {acc:>8}  {x['evaluator_score']:5.2f}"
+                             f"  {x['params']:>8,}  {x['macs']:>10,}  {peak:>7}  {x['binding']}")
+        return "\n".join(lines + ([f"plot     {r['plot']}"] if r.get("plot") else []))
+
+    emit(res, as_json, human)
 
 
 @click.command()

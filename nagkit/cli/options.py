@@ -96,6 +96,39 @@ def samples_flag(help: str = "Generator samples per budget (default: the workspa
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+
+
+def limit_options(f: Callable) -> Callable:
+    """``--max-params``, ``--max-size-mb``, ``--max-macs``, ``--max-peak-kb`` (issue 34, decisions
+    39), as text: :meth:`nagkit.nag.constraints.Limits.parse` checks them (one error line naming
+    the value and the valid form)."""
+    opts = [("--max-peak-kb", "max_peak_kb", "K", "Peak activation memory of the exported graph, in kB (10^3 bytes), "
+             "run one operator at a time, batch 1 (docs/decisions.md 39)."),
+            ("--max-macs", "max_macs", "N", "Multiply-accumulates (e.g. 300M; suffixes K, M, G)."),
+            ("--max-size-mb", "max_size_mb", "X", "The exported model file, in MB (10^6 bytes), at the export's "
+             "precision."),
+            ("--max-params", "max_params", "N", "Parameters (e.g. 2.5M; suffixes K, M, G).")]
+    for flag, name, metavar, text in opts:
+        f = click.option(flag, name, default=None, metavar=metavar, help=text + " Every generated arch meets it.")(f)
+    return f
+
+
+def limit_lines(c: dict | None, indent: str = "") -> list[str]:
+    """The lines of ``generate`` and ``build`` for the limits (a ``constraints`` record): each
+    one's value against it, and which binds; none without limits."""
+    if not c or len(c["constraints"]) < 2:
+        return []
+    units = {"params": ("params", "{:,.0f}"), "macs": ("MACs", "{:,.0f}"), "size_mb": ("file", "{:.3f} MB"),
+             "peak_kb": ("peak", "{:.1f} kB"), "latency_ms": ("latency", "{:.3f} ms")}
+    parts = []
+    for k, row in c["constraints"].items():
+        name, fmt = units[k]
+        est = " (estimate)" if k == "size_mb" and not row.get("measured") else ""
+        parts.append(f"{name} {fmt.format(row['value'])} <= {fmt.format(row['limit'])}{est}")
+    share = 100 * c["constraints"][c["binding"]]["share"]
+    return [f"{indent}limits    {'; '.join(parts)}", f"{indent}binding   {units[c['binding']][0]} ({share:.1f}% of its limit)"]
+
+
 seed_option = seed_flag()
 space_option = click.option(
     "--space", "space_name", default="ofa-mbv3-w1.0", show_default=True,

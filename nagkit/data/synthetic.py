@@ -31,6 +31,8 @@ from nagkit.space.space import SearchSpace
 class MacsLatencyTable:
     """Synthetic latency model (ms); deterministic and monotone in every block choice."""
 
+    precision = "fp32"  # as LatencyTable.precision: what the blocks stand for
+
     def __init__(self, ms_per_mmac: float = 1.0, overhead_ms: float = 0.05, dw_factor: float = 4.0):
         self.ms_per_mmac = float(ms_per_mmac)
         self.overhead_ms = float(overhead_ms)

@@ -106,6 +106,7 @@ def make_manifest(
     notes: list[str] | None = None,
     build: Mapping[str, Any] | None = None,
     int8: Mapping[str, Any] | None = None,
+    constraints: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The manifest fields of a bundle for ``arch`` in ``space`` (files are added by write_bundle).
 
@@ -115,7 +116,8 @@ def make_manifest(
     ``measured``: a ``LatencyStats`` (or its dict). ``device``: a spec string or a dict with
     "spec". ``accuracy`` (and ``accuracy_others``): :func:`accuracy_record` dicts. ``labels``:
     the output's class names (default: the space's). ``build``: free-form provenance of the
-    command that made the bundle.
+    command that made the bundle. ``constraints``: the limits, what the network reaches and which
+    limit binds (:func:`nagkit.nag.constraints.report`; decisions 39).
     """
     if input_shape is None:
         input_shape = list(export.input_shape) if export is not None else [1, space.in_channels, arch.r, arch.r]
@@ -161,8 +163,7 @@ def make_manifest(
     notes = list(notes or []) + ([UNVERIFIED_NOTE] if measured is None else [])
     if notes:
         m["notes"] = notes
-    if build is not None:
-        m["build"] = dict(build)
+    m.update({k: dict(v) for k, v in (("build", build), ("constraints", constraints)) if v is not None})
     return m
 
 

@@ -37,20 +37,39 @@ class SlotLatency:
             fixed[i], slots[i] = f, s
         self.fixed, self.slots = fixed, slots
         self.md = md
+        self._bounds(fixed, slots, slots)
+
+    def _bounds(self, fixed: np.ndarray, lo_slots: np.ndarray, hi_slots: np.ndarray) -> None:
+        """The cheapest completions from ``lo_slots``, the dearest from ``hi_slots``."""
+        sp, md = self.space, self.md
+        nr, ns = len(fixed), sp.n_stages
         # per (r, slot): the cheapest and dearest block, and per (r, slot, k) over expand
-        self.slot_min = slots.min(axis=(2, 3))
-        self.slot_max = slots.max(axis=(2, 3))
-        self.k_min = slots.min(axis=3)
-        self.k_max = slots.max(axis=3)
-        depths = np.asarray(space.depth_list)
-        ns = space.n_stages
+        self.slot_min = lo_slots.min(axis=(2, 3))
+        self.slot_max = hi_slots.max(axis=(2, 3))
+        self.k_min = lo_slots.min(axis=3)
+        self.k_max = hi_slots.max(axis=3)
+        depths = np.asarray(sp.depth_list)
         cmin = np.cumsum(self.slot_min.reshape(nr, ns, md), axis=2)  # [nr, ns, md]: first j+1 slots
         cmax = np.cumsum(self.slot_max.reshape(nr, ns, md), axis=2)
         # stage contribution of each depth choice with the cheapest / dearest blocks [nr, ns, nd]
         self.depth_min = cmin[:, :, depths - 1]
         self.depth_max = cmax[:, :, depths - 1]
         self.r_min = fixed + self.depth_min.min(axis=2).sum(axis=1)  # fastest arch per resolution
-        self.r_max = fixed + self.depth_max.max(axis=2).sum(axis=1)
+        self.r_max = self.fixed + self.depth_max.max(axis=2).sum(axis=1)
+
+    def within(self, fixed_ok: np.ndarray, slots_ok: np.ndarray) -> SlotLatency:
+        """These bounds among the allowed choices only (``fixed_ok`` [R] per resolution,
+        ``slots_ok`` [R, slots, k, e] per block): a disallowed choice costs +inf, so the cheapest
+        completions (``*_min``, ``r_min``, ``slots``) are over allowed choices and every choice
+        that needs a disallowed one is over any budget. The dearest (``*_max``) stay the table's.
+        For decoding under a per-choice limit (peak activation memory, decisions 39); predict
+        with the table's own :class:`SlotLatency`."""
+        import copy
+
+        view = copy.copy(self)
+        view.slots = np.where(slots_ok, self.slots, np.inf)
+        view._bounds(np.where(fixed_ok, self.fixed, np.inf), view.slots, self.slots)
+        return view
 
     @property
     def fastest_ms(self) -> float:

@@ -12,7 +12,9 @@ decisions the fastest and the slowest completion are known exactly. Each step ma
 choices whose fastest completion would exceed B: every sample fits its budget by construction,
 and the policy spends its probability only on feasible archs. The step also sees how much of
 the budget is left: ``(B - fastest) / B`` and ``(B - fastest) / (slowest - fastest)`` of the
-completion, which tells it to use the budget. Slots beyond a stage's depth are not decided
+completion, which tells it to use the budget. Limits beside the budget (parameters, file size,
+MACs, peak activation memory) add masks of the same kind at sampling time, the policy unchanged
+(:mod:`nagkit.nag.constraints`). Slots beyond a stage's depth are not decided
 (index 0, no log-probability, no entropy).
 
 Training (:mod:`nagkit.nag.train`): imitation of the frontier archive (teacher forcing,
@@ -93,10 +95,12 @@ class Generator(nn.Module):
     # -- decoding ------------------------------------------------------------------------------
     def forward(self, budgets: torch.Tensor, actions: Decisions | None = None,
                 generator: torch.Generator | None = None, greedy: torch.Tensor | bool = False,
-                temperature: float = 1.0, stats: bool = True) -> tuple[Decisions, torch.Tensor, torch.Tensor]:
+                temperature: float = 1.0, stats: bool = True, limits=None) -> tuple[Decisions, torch.Tensor, torch.Tensor]:
         """Sample one arch per budget (rows where ``greedy`` is true take the most likely choice),
         or score the given ``actions`` (teacher forcing). Returns decisions, log pi(alpha|B) [n]
-        and entropy [n] (zeros unless ``stats`` or ``actions``)."""
+        and entropy [n] (zeros unless ``stats`` or ``actions``). ``limits``: the masks of further
+        limits (:class:`nagkit.nag.constraints.MaskArrays`): a choice is also masked unless one of
+        their floor completions meets the budget and every limit (decisions 39)."""
         if self._bounds is None:
             raise RuntimeError("Generator.bind(SlotLatency) must be called before decoding")
         bd, sp, md = self._bounds, self.space, self.space.max_depth
@@ -117,7 +121,10 @@ class Generator(nn.Module):
         ri = torch.zeros(n, dtype=torch.long)
         depth = torch.zeros(n, sp.n_stages, dtype=torch.long)
         blk = torch.zeros(n, sp.n_block_slots, dtype=torch.long)
-        lo, hi = self._start_bounds(n)  # fastest and slowest completion so far
+        if limits is not None and limits.latency is not None:  # a peak limit: bounds among allowed choices
+            bd = _Bounds(limits.latency)
+        lo, hi = self._start_bounds(n, bd)  # fastest and slowest completion so far
+        ext = limits.start(n) if limits is not None else None  # [n, F, C]: each floor's completion, per limit
         logp, ent = torch.zeros(n), torch.zeros(n)
         for t, (kind, s, j) in enumerate(self.layout):
             left = b - lo
@@ -127,8 +134,11 @@ class Generator(nn.Module):
             c = sg[:, hid:2 * hid] * c + sg[:, :hid] * torch.tanh(gates[:, 2 * hid:3 * hid])
             h = sg[:, 3 * hid:] * torch.tanh(c)
             size = self.sizes[t]
-            opt_lo, opt_hi, live = self._options(kind, s, j, lo, hi, ri, depth, n)
+            opt_lo, opt_hi, live = self._options(kind, s, j, lo, hi, ri, depth, n, bd)
             bad = opt_lo > (b + 1e-9)[:, None]
+            if ext is not None:
+                ext_opt = limits.options(kind, s, j, ext, ri, live)  # [n, size, F, C]
+                bad = bad | ~limits.allowed(ext_opt, b)
             if live is not None:
                 bad = torch.where(live[:, None], bad, self._dead)
             logits = h @ self.head_w[t, :, :size] + self.head_b[t, :size]
@@ -138,6 +148,8 @@ class Generator(nn.Module):
             a = want[:, t] if want is not None else _choose(logq, bad, greedy, greedy_rows, generator)
             ix = a[:, None]
             lo, hi = opt_lo.gather(1, ix).squeeze(1), opt_hi.gather(1, ix).squeeze(1)
+            if ext is not None:
+                ext = ext_opt[torch.arange(n), a]
             if kind == "block":
                 blk[:, s * md + j] = a
             elif kind == "depth":
@@ -211,7 +223,7 @@ class Generator(nn.Module):
         inv_b = 1.0 / b
         ri = torch.zeros(n, dtype=torch.long)
         depth = torch.zeros(n, sp.n_stages, dtype=torch.long)
-        lo, hi = self._start_bounds(n)
+        lo, hi = self._start_bounds(n, bd)
         slack = torch.zeros(n, t_steps, 2)
         bad = torch.ones(n, t_steps, self.cmax, dtype=torch.bool)
         live_all = torch.ones(n, t_steps, dtype=torch.bool)
@@ -219,7 +231,7 @@ class Generator(nn.Module):
             left = b - lo
             slack[:, t, 0] = (left * inv_b).clamp(-1, 1).float()
             slack[:, t, 1] = (left / (hi - lo).clamp_min(1e-9)).clamp(0, 2).float()
-            opt_lo, opt_hi, live = self._options(kind, s, j, lo, hi, ri, depth, n)
+            opt_lo, opt_hi, live = self._options(kind, s, j, lo, hi, ri, depth, n, bd)
             step_bad = opt_lo > (b + 1e-9)[:, None]
             if live is not None:
                 step_bad = torch.where(live[:, None], step_bad, self._dead)
@@ -234,16 +246,15 @@ class Generator(nn.Module):
                 ri = a
         return slack, bad, live_all
 
-    def _start_bounds(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _start_bounds(self, n: int, bd: _Bounds) -> tuple[torch.Tensor, torch.Tensor]:
         """The fastest and slowest completion before any decision."""
-        bd = self._bounds
         if len(self.space.resolutions) == 1:
             return bd.r_min[0].expand(n).clone(), bd.r_max[0].expand(n).clone()
         return bd.r_min.min().expand(n).clone(), bd.r_max.max().expand(n).clone()
 
-    def _options(self, kind: str, s: int, j: int, lo, hi, ri, depth, n: int):
+    def _options(self, kind: str, s: int, j: int, lo, hi, ri, depth, n: int, bd: _Bounds):
         """(fastest, slowest completion of each choice of this step [n, size], live rows or None)."""
-        bd, md = self._bounds, self.space.max_depth
+        md = self.space.max_depth
         if kind == "r":
             return bd.r_min.expand(n, -1), bd.r_max.expand(n, -1), None
         if kind == "depth":
@@ -346,13 +357,14 @@ def reinforce(gen: Generator, grid_range: tuple[float, float], cfg: GeneratorCon
 
 
 def sample_archs(gen: Generator, budgets_ms: np.ndarray, n: int, seed: int, temperature: float = 1.0,
-                 greedy: bool = False) -> tuple[Decisions, np.ndarray]:
+                 greedy: bool = False, limits=None) -> tuple[Decisions, np.ndarray]:
     """``n`` samples per budget in one batch; with ``greedy`` the first row of each budget is the
-    greedy decode (the most likely choice at every step). Returns decisions and each row's budget."""
+    greedy decode (the most likely choice at every step); ``limits``: further limits' masks
+    (:meth:`Generator.forward`). Returns decisions and each row's budget."""
     bud = np.repeat(np.asarray(budgets_ms, dtype=np.float64), n)
     rows = torch.from_numpy(np.tile(np.arange(n) == 0, len(budgets_ms)) & greedy)
     tgen = torch.Generator().manual_seed(seed)
     with torch.inference_mode():
         dec, _, _ = gen(torch.from_numpy(bud), generator=tgen, temperature=temperature, stats=False,
-                        greedy=rows if greedy else False)
+                        greedy=rows if greedy else False, limits=limits)
     return dec, bud

@@ -12,6 +12,11 @@ Budgets: NaN, infinite or <= 0 is bad input; below the fastest network of the sp
 table fails naming that latency; above the slowest network generates for the slowest (every
 network fits: the most accurate one is returned) and says so in ``note``.
 
+Limits beside the budget (``limits``: parameters, file size, MACs, peak activation memory) act
+through the decoder's masks alone (:mod:`nagkit.nag.constraints`): the same generator and
+evaluator, every sample within every limit, ``extra["constraints"]`` says what the best reaches
+and which limit binds; limits no network meets together fail before any work (exit 1).
+
 Options, every query counted: ``search_queries = N`` runs the accuracy-guided local search
 (:mod:`nagkit.nag.guided`) per budget from the evaluator's best samples and the frontier
 archive's best archs within B (re-queried), at most N queries per budget; ``display``
@@ -36,10 +41,12 @@ from nagkit.errors import BadInputError, check_int, check_seed
 from nagkit.latency.slots import SlotLatency
 from nagkit.nag.budgets import BudgetBelowRangeError, check_budget  # noqa: F401 - re-exported
 from nagkit.nag.config import MAX_SAMPLES, InferenceConfig, flush_denormals, torch_threads
+from nagkit.nag.constraints import Constraints, Limits, report
 from nagkit.nag.generator import sample_archs
 from nagkit.nag.guided import GuidedSearch, run_guided
 from nagkit.space.arch import Arch
 from nagkit.space.decisions import Decisions, Pool, dedupe
+from nagkit.space.resources import SlotResources
 
 CANDIDATES = 20  # ranked candidates kept per budget (build falls back along them)
 
@@ -50,10 +57,12 @@ class Candidate:
     latency_ms: float
     evaluator_score: float
     accuracy: float | None = None  # from the accuracy source, when queried
+    resources: dict[str, float] | None = None  # params, macs, peak_kb (and size_mb): with limits
 
     def to_dict(self, space) -> dict[str, Any]:
-        return {"arch": str(self.arch), "ofa": space.to_ofa_dict(self.arch), "latency_ms": self.latency_ms,
-                "evaluator_score": self.evaluator_score, "accuracy": self.accuracy}
+        d = {"arch": str(self.arch), "ofa": space.to_ofa_dict(self.arch), "latency_ms": self.latency_ms,
+             "evaluator_score": self.evaluator_score, "accuracy": self.accuracy}
+        return d if self.resources is None else {**d, "resources": self.resources}
 
 
 @dataclass
@@ -103,6 +112,7 @@ class NagModel:
         self.source, self.archive = source, archive
         self.inference = inference or InferenceConfig()
         self.latency = SlotLatency(table, space)
+        self._resources: SlotResources | None = None  # built on the first call with limits
         generator.bind(self.latency)
         self.grid = generator.grid
 
@@ -145,11 +155,28 @@ class NagModel:
             x = self.evaluator.features(dec, lat)
             return self.evaluator.score(x, torch.full((len(dec),), float(budget))).numpy()
 
+    def constraints(self, limits: Limits, *, formats: Sequence[str] = ("tflite",), precision: str = "fp32"):
+        """The :class:`~nagkit.nag.constraints.Constraints` of ``limits`` on this space and table."""
+        if self._resources is None:
+            self._resources = SlotResources(self.space)
+        return Constraints(self.latency, self._resources, limits, formats=tuple(formats), precision=precision)
+
     def generate(self, budgets: Sequence[float], *, samples: int | None = None, seed: int = 0, top: int = 10,
-                 search_queries: int | None = None, display: bool = True) -> list[BudgetResult]:
-        """Ranked candidates per budget (best first); see the module doc."""
+                 search_queries: int | None = None, display: bool = True, limits: Limits | None = None,
+                 formats: Sequence[str] = ("tflite",), precision: str = "fp32") -> list[BudgetResult]:
+        """Ranked candidates per budget (best first); see the module doc. ``limits``: further
+        limits every sample meets by construction (:mod:`nagkit.nag.constraints`), the file size
+        and activation bytes as ``formats`` at ``precision`` export them."""
         lo, hi = self.range_ms
         checked = [check_budget(b, lo, hi) for b in budgets]  # all checked before any work
+        cons = self.constraints(limits, formats=formats, precision=precision) if limits and limits.active else None
+        if cons is not None:
+            for eff, _ in checked:
+                cons.check(eff)  # no network meets them all: exit 1 before any work
+            if search_queries:
+                raise BadInputError("--search-queries does not take --max-params, --max-size-mb, --max-macs or "
+                                    "--max-peak-kb (its local search knows the latency budget only)",
+                                    hint="drop --search-queries (zero-query generation meets every limit)")
         n = self.inference.samples if samples is None else check_int(samples, 1, MAX_SAMPLES, "samples (--samples)")
         check_seed(seed, "seed (--seed)")
         sq = self.inference.search.queries if search_queries is None else int(search_queries)
@@ -158,17 +185,20 @@ class NagModel:
         if sq > 0 and self.source is None:
             raise BadInputError("--search-queries needs the workspace's accuracy source")
         with torch_threads(), flush_denormals():
-            return [self._one(float(req), eff, note, n, seed, top, sq, display)
+            return [self._one(float(req), eff, note, n, seed, top, sq, display, cons)
                     for req, (eff, note) in zip(budgets, checked)]
 
     def _one(self, requested: float, b: float, note: str | None, n: int, seed: int, top: int, sq: int,
-             display: bool) -> BudgetResult:
+             display: bool, cons: Constraints | None = None) -> BudgetResult:
         t0 = time.perf_counter()
         s = budget_seed(seed, b)
-        dec, _ = sample_archs(self.generator, [b], n + 1, s, temperature=self.inference.temperature, greedy=True)
+        dec, _ = sample_archs(self.generator, [b], n + 1, s, temperature=self.inference.temperature, greedy=True,
+                              limits=cons.tensors() if cons is not None else None)
         lat = self.latency(dec)
         keep = dedupe(self.space, dec)
         keep = keep[lat[keep] <= b * (1 + 1e-12)]  # constrained decoding: all fit (kept as a guard)
+        if cons is not None:
+            keep = keep[cons.fits(dec.select(keep))]  # and every limit (the same guard)
         dec, lat = dec.select(keep), lat[keep]
         sc = self.scores(dec, lat, b)
         order = np.argsort(-sc, kind="stable")[:max(top, CANDIDATES)]
@@ -180,6 +210,12 @@ class NagModel:
         pool_scores = self.scores(pool.dec, pool.latency, b) if sq > 0 else sc[order]  # unchanged pool: scored
         cands = [Candidate(a, float(l), float(x), None if math.isnan(c) else float(c))
                  for a, l, x, c in zip(pool.dec.to_archs(self.space), pool.latency, pool_scores, pool.accuracy)]
+        if cons is not None:
+            reached = cons.reached(pool.dec)
+            for i, c in enumerate(cands):
+                c.resources = {k: float(v[i]) for k, v in reached.items() if not np.isnan(v[i])}
+            extra["constraints"] = report(cons.limits, b, cands[0].latency_ms, cands[0].resources)
+            extra["constraints"]["precision"] = cons.precision
         disp_q = self._display(cands[:1]) if display else 0
         name = self.source.name if self.source is not None else "none"
         return BudgetResult(requested, cands, n + 1, len(keep), name, sel_q, disp_q, time.perf_counter() - t0,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,10 @@ class SearchProblem:
     table: Any
     source: Any
     budget_ms: float
+    # further limits beside the budget: Decisions -> [n] bool, every limit met (for example
+    # nagkit.nag.constraints.Constraints.fits); None: the budget alone. Evolution rejects what fails it
+    # as it rejects what is over the budget (the benchmarks' constrained baseline).
+    fits: Callable[[Any], np.ndarray] | None = None
 
     def latency(self, archs: Sequence[Arch]) -> np.ndarray:
         return self.table.predict_many(self.space, list(archs))

@@ -60,19 +60,27 @@ class Evolution(SearchMethod):
         """``n`` rows of ``make(rows)``, each row redrawn (same parents) until it fits."""
         dec = make(np.arange(n))
         lat = self.latency(dec)
-        bad = np.flatnonzero(lat > self.problem.budget_ms)
+        bad = np.flatnonzero(~self._fits(dec, lat))
         for _ in range(MAX_REDRAWS):
             if not len(bad):
                 return dec, lat
             new = make(bad)
             nl = self.latency(new)
-            ok = nl <= self.problem.budget_ms
+            ok = self._fits(new, nl)
             for name in ("r", "depth", "k", "e"):
                 getattr(dec, name)[bad[ok]] = getattr(new, name)[ok]
             lat[bad[ok]] = nl[ok]
             bad = bad[~ok]
-        raise CheckFailedError(f"evolution: {len(bad)} children still over {self.problem.budget_ms:g} ms after "
+        raise CheckFailedError(f"evolution: {len(bad)} children still over {self.problem.budget_ms:g} ms or a limit after "
                                f"{MAX_REDRAWS} redraws", hint="raise the budget")
+
+    def _fits(self, dec: Decisions, lat: np.ndarray) -> np.ndarray:
+        """Within the budget, and every further limit of the problem (OFA checks one constraint; a
+        limit more is one more condition of the same rejection)."""
+        ok = lat <= self.problem.budget_ms
+        if self.problem.fits is not None:
+            ok &= np.asarray(self.problem.fits(dec), dtype=bool)
+        return ok
 
     def _select_parents(self) -> None:
         """The n_parents most accurate (OFA: ``sorted(population)[::-1][:parents_size]``) and
@@ -137,7 +145,8 @@ class Evolution(SearchMethod):
     def settings(self) -> dict[str, Any]:
         return {"population": self.population_size, "parents": self.n_parents, "mutations": self.n_mutate,
                 "crossovers": self.n_cross, "mutate_prob": self.mutate_prob, "generations": self.generations,
-                "constraint": "rejection sampling", "implementation": "OFA EvolutionFinder (tutorial), exact"}
+                "constraint": "rejection sampling" + (" (budget and limits)" if self.problem.fits else ""),
+                "implementation": "OFA EvolutionFinder (tutorial), exact"}
 
 
 class RandomSearch(SearchMethod):

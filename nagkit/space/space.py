@@ -264,6 +264,13 @@ class SearchSpace:
 
         return count_macs(self.layers(arch))
 
+    def peak_activation(self, arch: Arch) -> int:
+        """Peak activation elements of the exported graph run one operator at a time
+        (:func:`nagkit.space.counts.count_peak`; docs/decisions.md 39)."""
+        from nagkit.space.counts import count_peak
+
+        return count_peak(self.layers(arch))
+
     # -- description -----------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         return {

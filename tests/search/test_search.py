@@ -111,3 +111,32 @@ def test_hypervolume_by_hand():
     assert hypervolume([(10, 60)], 30, 70) == 0 and hypervolume([(10, 70)], 30, 70) == 0
     assert hypervolume([(35, 90)], 30, 70) == 0
     assert hypervolume([(10, float("nan")), (20, 75)], 30, 70) == pytest.approx(10 * 5)  # NaN accuracy ignored
+
+
+def test_evolution_rejects_what_breaks_a_further_limit():
+    """``SearchProblem.fits``: every arch evolution asks about meets the limit as well as the
+    budget (the benchmarks' constrained baseline), and the limit changes the answer."""
+    from nagkit.space.decisions import from_archs
+    from nagkit.space.resources import SlotResources
+
+    res = SlotResources(SP)
+    free = run_search(make_method("evolution", problem(2.0), seed=0, generations=4), Steps(5))
+    cap = 0.9 * float(res(from_archs(SP, [free.arch]))["params"][0])  # the free answer breaks it
+    fits = lambda dec: res(dec)["params"] <= cap  # noqa: E731
+    asked = []
+    prob = problem(2.0)
+    prob.fits = fits
+    evo = make_method("evolution", prob, seed=0, generations=4)
+    ask = evo.ask
+
+    def ask_and_keep():  # every batch it asks about
+        batch = ask()
+        asked.extend(batch)
+        return batch
+
+    evo.ask = ask_and_keep
+    out = run_search(evo, Steps(5))
+    dec = from_archs(SP, asked)
+    assert len(asked) == 500 and fits(dec).all() and (TABLE.predict_many(SP, asked) <= 2.0).all()
+    assert res(from_archs(SP, [out.arch]))["params"][0] <= cap and out.arch != free.arch
+    assert "limits" in evo.settings()["constraint"]
