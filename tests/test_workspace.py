@@ -381,3 +381,28 @@ def test_item7_workspace_paths_that_are_not_regular_files(tmp_path, capsys):
     with no_hang(30):
         _one_line_exit_2(run_cli_inproc(["generate", "-w", str(ws), "-b", "3"], capsys), "is a FIFO")
         _one_line_exit_2(run_cli_inproc(["generate", "-w", str(cfg), "-b", "3"], capsys), "is a FIFO")
+
+
+@pytest.mark.parametrize("cmd", [["generate", "-b", "3"], ["build", "--budget", "3", "--out", "OUT"],
+                                 ["dataset", "--n", "5"]], ids=["generate", "build", "dataset"])
+def test_item5_an_over_long_toml_latency_table_is_one_short_line(cmd, tmp_path, capsys):
+    """A workspace of the user's own whose ``latency_table`` is a 300-character name: one short
+    line, exit 2, naming the table and the 255 limit, the name shortened; nothing written. (The
+    old code: a raw OSError "File name too long", exit 3, the name echoed whole.)"""
+    ws = tmp_path / "ws"
+    assert run_cli_inproc(["init", str(ws), "--from", "fmnist"], capsys).code == 0
+    cfg = ws / "nagkit.toml"
+    name = "t" * 300 + ".json"
+    cfg.write_text("\n".join(f'latency_table = "{name}"' if ln.startswith("latency_table") else ln
+                             for ln in cfg.read_text().splitlines()) + "\n")
+    before = {p.relative_to(ws).as_posix(): p.stat().st_mtime_ns for p in ws.rglob("*")}
+    argv = [str(tmp_path / "out") if a == "OUT" else a for a in cmd]
+    r = run_cli_inproc([*argv, "-w", str(ws)], capsys)
+    assert r.code == 2 and r.out == "" and "Traceback" not in r.err, (r.code, r.err)
+    errs = [ln for ln in r.err.splitlines() if ln.startswith("error:")]  # (dataset logs "resuming ..." first)
+    assert len(errs) == 1 and all(s in errs[0] for s in ("latency table", "305 bytes", "at most 255")), r.err
+    assert f"hint: fix the path in {cfg}" in r.err, r.err
+    assert "t" * 200 not in r.err and len(r.err) < 1000, r.err  # the name shortened, never echoed whole
+    assert {p.relative_to(ws).as_posix(): p.stat().st_mtime_ns for p in ws.rglob("*")} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
+    assert _user_workspaces() == []

@@ -14,7 +14,7 @@ import pytest
 from nagkit.errors import BadInputError
 from nagkit.export.bundle import check_bundle_target, zip_path_for
 
-from .helpers import run_cli_inproc
+from .helpers import image_folder, run_cli_inproc
 
 ARCH = "r28-" + "-".join(["k3e3.k3e3"] * 5)
 
@@ -49,6 +49,39 @@ def test_force_never_deletes_a_users_folder(cmd, tmp_path, capsys):
     _refused(r, d)
     _kept(d)
     assert not zip_path_for(d).exists()
+
+
+def test_finetune_force_with_valid_data_never_deletes_a_users_folder(tmp_path, capsys):
+    """Every input valid (a real ImageFolder, the fmnist supernet, one epoch): ``--force --out`` a
+    user's folder is refused before any training, and the folder keeps its file. (The old code
+    trained, exported and replaced the folder with the bundle, exit 0.)"""
+    d = _user_folder(tmp_path)
+    data = image_folder(tmp_path / "data")
+    r = run_cli_inproc(["finetune", "--workspace", "fmnist", "--arch", ARCH, "--epochs", "1", "--data", str(data),
+                        "--export", "onnx", "--force", "--out", str(d)], capsys)
+    left = sorted(p.name for p in d.iterdir()) if d.is_dir() else "(the folder is gone)"
+    assert r.code == 2 and left == ["important.txt"], (r.code, r.err[-300:], {"left in the folder": left})
+    _refused(r, d)
+    assert "important.txt" in r.err
+    _kept(d)
+    assert not zip_path_for(d).exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "data"]  # no work folder left beside it
+
+
+def test_init_force_never_replaces_a_users_folder(tmp_path, capsys):
+    """``init --force DIR`` where DIR holds a user's file (and no nagkit.toml): refused, exit 2,
+    one line naming DIR, and the file survives. (The old code deleted DIR and wrote the workspace
+    in its place, exit 0.)"""
+    d = _user_folder(tmp_path)
+    r = run_cli_inproc(["init", str(d), "--from", "fmnist", "--force"], capsys)
+    left = sorted(p.name for p in d.iterdir()) if d.is_dir() else "(the folder is gone)"
+    assert r.code == 2 and left == ["important.txt"], (r.code, r.err[-300:], {"left in the folder": left})
+    assert r.out == "" and "Traceback" not in r.err, r.err
+    errs = [ln for ln in r.err.splitlines() if ln.startswith("error:")]
+    assert len(errs) == 1 and str(d) in errs[0] and "not a workspace" in errs[0], r.err
+    assert "important.txt" in errs[0] and "--force" in errs[0], r.err
+    _kept(d)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]  # no temporary copy left beside it
 
 
 def _fake_bundle(d, extra=None):

@@ -10,7 +10,7 @@ import nagkit
 from nagkit.errors import SEED_MAX, BadInputError
 from nagkit.nag.config import DATASET_N_MAX, MAX_EPOCHS, MAX_SAMPLES
 
-from .helpers import run_cli_inproc
+from .helpers import image_folder, run_cli_inproc, tree_state
 
 ARCH = "r28-" + "-".join(["k3e3.k3e3"] * 5)
 HUGE = str(10**20)
@@ -111,6 +111,59 @@ def test_api_seed_keywords_share_the_range(tmp_path):
     assert r[0].best.latency_ms <= 3.0
 
 
+def _fresh_user_workspace(tmp_path, capsys):
+    """A workspace of the user's own: ``nagkit init`` into tmp_path from a tiny synthetic one
+    (its latency table and accuracy source are synthetic, so collecting 5 rows takes
+    milliseconds, on the old code too), with no dataset rows yet, so that ``nagkit dataset``
+    starts a new file instead of resuming one."""
+    from nagkit.data.synthetic import tiny_workspace_toml
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "nagkit.toml").write_text(tiny_workspace_toml())
+    ws = tmp_path / "ws"
+    assert run_cli_inproc(["init", str(ws), "--from", str(src)], capsys).code == 0
+    assert sorted(p.name for p in ws.iterdir()) == ["nagkit.toml"]
+    return ws
+
+
+def _one_error_line(r, value, bound):
+    """One error line, naming the value given and the range it must be in."""
+    errs = [ln for ln in r.err.splitlines() if "rror:" in ln]
+    assert len(errs) == 1 and value in errs[0] and bound in errs[0], r.err
+
+
+@pytest.mark.parametrize("seed", [str(2**70), "-1", str(SEED_MAX + 1)])
+def test_finetune_seed_out_of_range_is_refused_with_every_other_input_valid(seed, tmp_path, capsys):
+    """As test_seeds_out_of_range_are_refused_everywhere_before_any_work[finetune-*], but with a
+    real ImageFolder for --data, so the old code reaches the seed (2**70: a raw overflow, exit 3;
+    -1 and 2**32: trained and bundled, exit 0)."""
+    data = image_folder(tmp_path / "data")
+    r = run_cli_inproc(["finetune", "-w", "fmnist", "--arch", ARCH, "--epochs", "1", "--data", str(data),
+                        "--export", "onnx", "--out", str(tmp_path / "out"), "--seed", seed], capsys)
+    _refused(r, f"0..{SEED_MAX}")
+    _one_error_line(r, seed, f"0..{SEED_MAX}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]  # no bundle, no zip, no work folder
+    _no_user_workspaces()
+
+
+@pytest.mark.parametrize("seed", [str(2**70), "-1", str(SEED_MAX + 1)])
+def test_dataset_seed_out_of_range_is_refused_on_a_users_own_workspace(seed, tmp_path, capsys):
+    """As test_seeds_out_of_range_are_refused_everywhere_before_any_work[dataset-*], but on a
+    workspace of the user's own with no rows yet, so the old code reaches the seed (-1: a raw
+    ValueError, exit 3, after writing the dataset's header; 2**70 and 2**32: 5 rows collected,
+    exit 0)."""
+    ws = _fresh_user_workspace(tmp_path, capsys)
+    before = tree_state(ws)
+    r = run_cli_inproc(["dataset", "-w", str(ws), "--n", "5", "--seed", seed], capsys)
+    _refused(r, f"0..{SEED_MAX}")
+    _one_error_line(r, seed, f"0..{SEED_MAX}")
+    assert tree_state(ws) == before  # no dataset.jsonl, nothing else changed
+    _no_user_workspaces()
+    # the same command with the top of the range collects: only the seed was wrong
+    assert run_cli_inproc(["dataset", "-w", str(ws), "--n", "5", "--seed", str(SEED_MAX)], capsys).code == 0
+
+
 # ---- item 8: epochs and dataset size as capped as in TOML ----------------------------------
 
 def test_finetune_epochs_and_dataset_n_have_the_toml_caps(tmp_path, capsys):
@@ -124,6 +177,32 @@ def test_finetune_epochs_and_dataset_n_have_the_toml_caps(tmp_path, capsys):
     _refused(r, f"1..{DATASET_N_MAX}")
     _no_user_workspaces()
     assert not (tmp_path / "o").exists()
+
+
+def test_finetune_epochs_over_the_cap_is_refused_with_every_other_input_valid(tmp_path, capsys):
+    """--epochs 10**20 with a real ImageFolder for --data (the cap test above gives --data
+    nowhere, where the old code stops first): refused before any training, one line naming the
+    value and 1..MAX_EPOCHS. (The old code accepted it and trained, with no end in sight.)"""
+    data = image_folder(tmp_path / "data")
+    r = run_cli_inproc(["finetune", "-w", "fmnist", "--arch", ARCH, "--epochs", HUGE, "--data", str(data),
+                        "--export", "onnx", "--out", str(tmp_path / "o")], capsys)
+    _refused(r, f"1..{MAX_EPOCHS}")
+    _one_error_line(r, HUGE, f"1..{MAX_EPOCHS}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+def test_dataset_n_over_the_cap_is_refused_on_a_users_own_workspace(tmp_path, capsys):
+    """dataset --n 10**20 on a workspace of the user's own with no rows yet: refused, one line
+    naming the value and 1..DATASET_N_MAX (nagkit.toml's cap on dataset.n), nothing written. (The
+    old code accepted it and collected rows, with no end in sight.)"""
+    ws = _fresh_user_workspace(tmp_path, capsys)
+    before = tree_state(ws)
+    r = run_cli_inproc(["dataset", "-w", str(ws), "--n", HUGE], capsys)
+    _refused(r, f"1..{DATASET_N_MAX}")
+    _one_error_line(r, HUGE, f"1..{DATASET_N_MAX}")
+    assert tree_state(ws) == before
+    _no_user_workspaces()
+    assert run_cli_inproc(["dataset", "-w", str(ws), "--n", "5"], capsys).code == 0  # only --n was wrong
 
 
 # ---- item 5: over-long names ---------------------------------------------------------------
