@@ -519,7 +519,7 @@ def merge(a, new_items: list[dict], run_record: dict, now: str) -> None:
         "run": k, "generated_utc": now, "old_commit": a.old, "main_commit": a.new,
         "main_ref": "HEAD of the checkout the script ran from", "only": a.only.split(), "nodeids": ran,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-        "runs": run_record})
+        "copied_test_files": TEST_FILES, "runs": run_record})
     by_item = {i["item"]: i for i in result["items"]}
     for ni in new_items:
         oi = by_item[ni["item"]]
