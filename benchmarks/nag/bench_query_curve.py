@@ -12,7 +12,7 @@ For each Q in --queries (default 2,500, 5,000, 10,000, 50,000) and each of 3 see
 - evolution at equal total queries: the same with floor(Q / budgets / 100) - 1 generations per
   budget, i.e. at most Q queries for all the budgets together.
 Every run's chosen arch is scored by the workspace's accuracy source. The JSON records the
-machine, and ``plots/query_curve-<workspace>.png`` draws mean accuracy over the budgets against Q.
+machine, and ``plots/<the JSON's name>.png`` beside the JSON (``plots/query_curve-<workspace>.png`` by default) draws mean accuracy over the budgets against Q.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def main() -> int:
     out["seconds"] = time.time() - t0
     atomic_write_json(path, out)
     partial.unlink()
-    plot(out, HERE / "plots" / f"query_curve-{ws.name}.png")
+    plot(out, path.parent / "plots" / f"{path.stem}.png")  # beside the JSON: --out elsewhere plots there too
     print(json.dumps([{k: v for k, v in r.items() if "ahead" in k or k == "queries"} for r in out["curve"]], indent=1))
     return 0
 

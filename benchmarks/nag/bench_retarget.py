@@ -152,6 +152,7 @@ def main() -> int:
             budgets[t] = budgets_for(load_workspace(root), t)
         jobs = [("nag", s) for s in range(args.seeds)]
         jobs += [("evo", t, b, s) for t in budgets for b in budgets[t] for s in range(args.evo_seeds)]
+        info = machine()  # its load_avg_start: before the jobs
         t0 = time.time()
         results = {}
         if args.jobs > 1:
@@ -163,7 +164,7 @@ def main() -> int:
         else:
             for job in jobs:
                 results[job] = _job(job)[1]
-    out: dict = {"benchmark": "nag-retarget-reuses-accuracies", "machine": machine(), "pairs": PAIRS,
+    out: dict = {"benchmark": "nag-retarget-reuses-accuracies", "machine": info, "pairs": PAIRS,
                  "budgets_ms": budgets, "seeds": args.seeds, "jobs": args.jobs, "seconds": time.time() - t0}
     out["nag"] = [results[("nag", s)] for s in range(args.seeds)]
     summary = []
