@@ -1,0 +1,562 @@
+"""A profile in a time the user chooses: ``--time-budget``, the plan that keeps to it, and its record.
+
+A profile's work runs in phases, in this order: converting the blocks not cached yet, block
+pass 1, block passes 2..N, extra passes over the blocks no other pass confirms, and with
+``--calibrate`` the calibration networks' conversions, a spread block pass, their passes, their
+extra passes and a second spread block pass (decisions 29). Some of it is *required* for a
+usable table (the conversions, block pass 1, and with ``--calibrate`` :data:`MIN_NETWORKS`
+networks measured once); the rest is optional, each phase with a priority (:data:`PRIORITY`).
+
+:class:`TimeBudget` is the plan. Before any conversion it sums the required phases at the
+estimated rates (:data:`PRIORS`, from the issue-36 runs on the 2-core AMD EPYC VM) and refuses a
+budget below that minimum, naming it (:meth:`TimeBudget.check_minimum`). During the run every
+item (one block or network measured, one batch converted) is reported with its seconds, and the
+rates are re-estimated from what was observed. An optional item is started only when the time
+left covers it *and* every later phase that is required or of higher priority
+(:meth:`TimeBudget.may_start`), so a short budget drops the least useful work first and a long
+one does everything. The same rule, simulated forward at the current rates, gives the ETA
+(:meth:`TimeBudget.forecast`). What was done and skipped goes into the table's provenance
+(``time_budget``), with a sentence on what more time would buy.
+
+The clock is injectable (``clock=``), so the deadline logic is tested without waiting.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from nagkit.errors import BadInputError, short_repr
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CPU_BUDGET_S = 600.0  # a profile measured on this machine's CPU: 10 minutes unless told
+MAX_BUDGET_S = 7 * 24 * 3600.0  # a week: beyond it a budget is a typo
+MARGIN = 0.03  # of the budget, kept for what no phase counts (start-up, logging, the table build)
+FINISH_S = 4.0  # building and writing the table (and the calibration fit, when there is one)
+FIT_S = 6.0  # a calibration's fit on up to 80 networks (the floor's cutting planes, leave-one-out)
+CORE_NETWORKS = 30  # calibration networks worth more than extra block passes (decisions 31)
+FORMS = "seconds (600, 90.5) or hours/minutes/seconds (10m, 90s, 1h, 1h30m)"
+
+# Lower is more important; 0 is required. Passes 2 of the blocks come first (a noise estimate at
+# all), then the minimum calibration networks' own passes, the default third block pass, the first
+# CORE_NETWORKS networks, the extra block passes, the rest of the networks and their extra passes,
+# and last the spread passes, which are insurance (decisions 29).
+PRIORITY = {"block pass 2": 1, "network passes (minimum)": 2, "block pass 3+": 3, "networks to 30": 4,
+            "block extra passes": 5, "networks beyond 30": 6, "network extra passes": 6,
+            "spread block passes": 7}
+
+
+def parse_time_budget(value: Any) -> float | None:
+    """Seconds of a ``--time-budget``: a number of seconds (``600``, ``90.5``) or ``1h30m``-style
+    text (h, m, s in that order, each at most once); ``"none"``: no budget (None). Refuses
+    anything else, zero, negative, non-finite and over :data:`MAX_BUDGET_S`, in one line."""
+    if value is None:
+        return None
+    text = str(value).strip().lower()
+    if text in ("none", "off"):
+        return None
+
+    def bad(why: str) -> BadInputError:
+        return BadInputError(f"--time-budget {short_repr(value, 40)} {why}; give {FORMS}, e.g. --time-budget 10m")
+
+    if isinstance(value, bool):
+        raise bad("is not a duration")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    else:
+        if re.fullmatch(r"-\s*[\d.]+[hms]?", text):
+            raise bad("must be more than zero")
+        m = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?", text)
+        if not text or m is None or not any(m.groups()) or (text[-1].isdigit() and (m.group(1) or m.group(2))):
+            raise bad("is not a duration")  # "1h30" is refused: 1h30m or 1h30s?
+        h, mi, s = (float(g) if g else 0.0 for g in m.groups())
+        seconds = h * 3600 + mi * 60 + s
+    if not math.isfinite(seconds):
+        raise bad("is not a finite duration")
+    if seconds <= 0:
+        raise bad("must be more than zero")
+    if seconds > MAX_BUDGET_S:
+        raise bad("is over the limit of 7 days (168h)")
+    return seconds
+
+
+def fmt_s(seconds: float) -> str:
+    """``45 s``, ``7m10s``, ``2h05m``: a duration for people."""
+    if not math.isfinite(seconds):
+        return "unbounded"
+    s = max(0, int(round(seconds)))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def suggest(seconds: float) -> str:
+    """A ``--time-budget`` value at or above ``seconds``: whole minutes, rounded up."""
+    return f"{max(1, math.ceil(seconds / 60))}m"
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Seconds per item: a block converted (wall time, all conversion processes together), a block
+    measured once, a network converted, a network measured once."""
+
+    convert_block_s: float
+    measure_block_s: float
+    convert_net_s: float
+    measure_net_s: float
+    source: str = "prior"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+
+
+# Priors by model format. tflite: the 2-core AMD EPYC VM of issue 36 (96 blocks of ofa-mbv3-w1.0 at
+# r=224 converted in about 5 min, 593 block measurements in 649 s; 80 networks converted in about
+# 10 min, decisions 31). The run replaces them with what it observes.
+PRIORS = {"tflite": Rates(3.2, 1.1, 7.5, 1.5), "onnx": Rates(0.1, 1.1, 0.6, 1.5), "torch": Rates(0.0, 1.1, 0.0, 1.5)}
+RATE_KINDS = ("convert_block_s", "measure_block_s", "convert_net_s", "measure_net_s")
+PRIOR_WEIGHT = 2  # a prior counts as this many observed items
+
+
+@dataclass(frozen=True)
+class NetworkPlan:
+    """A calibration asked for: ``wanted`` networks, at least ``minimum``, ``passes`` each;
+    ``uncached_share`` of them not converted yet, ``uncached(n)`` among the first ``n``."""
+
+    wanted: int
+    minimum: int
+    passes: int
+    uncached_share: float
+    uncached: Callable[[int], int]
+
+
+@dataclass
+class Phase:
+    """One phase of the plan: ``items`` of a ``kind`` (a rate of :class:`Rates`, or ``network``: a
+    network converted and measured ``net_passes`` times), at a priority (0: required)."""
+
+    name: str
+    kind: str
+    items: int
+    priority: int = 0
+    done: int = 0
+    spent_s: float = 0.0
+    status: str = "planned"  # planned | running | done | stopped (for time) | skipped (for time)
+    estimate_s: float | None = None  # at plan time
+    detail: str = ""
+
+    @property
+    def open(self) -> bool:
+        return self.status in ("planned", "running")
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.items - self.done) if self.open else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"phase": self.name, "priority": self.priority, "required": self.priority == 0,
+                "planned": self.items, "done": self.done, "skipped": max(0, self.items - self.done),
+                "status": self.status, "estimate_s": None if self.estimate_s is None else round(self.estimate_s, 1),
+                "spent_s": round(self.spent_s, 2), **({"detail": self.detail} if self.detail else {})}
+
+
+@dataclass
+class TimeBudget:
+    """The plan of one profile (module doc). ``budget_s``: seconds, None (no budget: every
+    optional phase runs, as before budgets existed) or ``"default"`` (resolved by
+    :meth:`resolve`: :data:`DEFAULT_CPU_BUDGET_S` on this machine's CPU, none on a phone or GPU)."""
+
+    budget_s: float | str | None = "default"
+    clock: Callable[[], float] = time.monotonic
+    rates: Rates | None = None  # None: :data:`PRIORS` of the device's format
+    phases: list[Phase] = field(default_factory=list)
+    t0: float = field(init=False)
+    _obs: dict[str, list[float]] = field(default_factory=dict)  # kind -> [seconds, items]
+    _prior: Rates | None = field(default=None, repr=False)
+    net_passes: int = 1
+    net_uncached: float = 1.0  # share of the calibration networks not converted yet
+    network_plan: NetworkPlan | None = None
+    calibrating: bool = False
+    notes: list[str] = field(default_factory=list)
+    say: Callable[[str], None] = field(default=lambda m: log.info("%s", m), repr=False)  # the plan, for people
+
+    def __post_init__(self) -> None:
+        self.t0 = self.clock()
+        if self.budget_s not in (None, "default"):
+            self.budget_s = parse_time_budget(self.budget_s)
+
+    # -- time ---------------------------------------------------------------------------------
+    @property
+    def limited(self) -> bool:
+        return isinstance(self.budget_s, float)
+
+    def elapsed(self) -> float:
+        return self.clock() - self.t0
+
+    def usable_left(self) -> float:
+        """Seconds left for the phases: the budget less the margin, the finish and what has passed."""
+        if not self.limited:
+            return math.inf
+        return self.budget_s * (1 - MARGIN) - self.finish_s() - self.elapsed()
+
+    def finish_s(self) -> float:
+        return FINISH_S + (FIT_S if self.calibrating else 0.0)
+
+    def resolve(self, on_host: bool, model_format: str) -> None:
+        """The default budget for a device (this machine's CPU: 10 minutes; a phone or GPU: none,
+        as before), and the priors for its model format."""
+        if self.budget_s == "default":
+            self.budget_s = DEFAULT_CPU_BUDGET_S if on_host else None
+        if self._prior is None:
+            self._prior = self.rates or PRIORS.get(model_format, PRIORS["tflite"])
+
+    # -- rates --------------------------------------------------------------------------------
+    def rate(self, kind: str) -> float:
+        prior = self._prior or self.rates or PRIORS["tflite"]
+        if kind == "network":  # a further calibration network: converted (unless cached), measured in every pass
+            return self.net_uncached * self.rate("convert_net_s") + self.net_passes_planned() * self.rate("measure_net_s")
+        if kind == "network1":  # a minimum calibration network: converted (unless cached), measured once
+            return self.net_uncached * self.rate("convert_net_s") + self.rate("measure_net_s")
+        p = getattr(prior, kind)
+        s, n = self._obs.get(kind, (0.0, 0))
+        return (p * PRIOR_WEIGHT + s) / (PRIOR_WEIGHT + n) if n else p
+
+    def net_passes_planned(self) -> int:
+        return max(1, self.net_passes)
+
+    def current_rates(self) -> Rates:
+        src = "observed in this run" if self._obs else (self._prior.source if self._prior else "prior")
+        return Rates(*(self.rate(k) for k in RATE_KINDS), source=src)
+
+    def cost(self, ph: Phase, n: int | None = None) -> float:
+        return self.rate(ph.kind) * (ph.remaining if n is None else n)
+
+    # -- the plan -----------------------------------------------------------------------------
+    def phase(self, name: str) -> Phase | None:
+        return next((p for p in self.phases if p.name == name), None)
+
+    def add(self, name: str, kind: str, items: int, priority: int = 0, *, before: str | None = None,
+            detail: str = "") -> Phase:
+        ph = Phase(name, kind, max(0, int(items)), priority, detail=detail)
+        ph.estimate_s = self.cost(ph)
+        if ph.items == 0:
+            ph.status = "done"
+        at = next((i for i, p in enumerate(self.phases) if p.name == before), len(self.phases))
+        self.phases.insert(at, ph)
+        return ph
+
+    def _reserve(self, idx: int, ph: Phase, opened: Sequence[Phase]) -> float:
+        """Seconds kept for the phases after ``opened[idx]`` that are required or more important."""
+        return sum(self.cost(q) for q in opened[idx + 1:]
+                   if q.priority == 0 or (ph.priority and q.priority < ph.priority))
+
+    def forecast(self) -> list[tuple[Phase, int]]:
+        """(phase, items it will do) for every open phase, simulating :meth:`may_start`'s rule
+        from now at the current rates."""
+        opened = [p for p in self.phases if p.open]
+        left = self.usable_left()
+        out = []
+        for i, ph in enumerate(opened):
+            c = self.rate(ph.kind)
+            if ph.priority == 0 or not self.limited or c <= 0:
+                n = ph.remaining
+            else:
+                n = min(ph.remaining, max(0, math.floor((left - self._reserve(i, ph, opened)) / c)))
+            left -= n * c
+            out.append((ph, n))
+        return out
+
+    def eta_s(self) -> float:
+        """Seconds until the run ends, as planned now."""
+        return sum(self.rate(ph.kind) * n for ph, n in self.forecast()) + self.finish_s()
+
+    def minimum_s(self) -> float:
+        """The required phases at the current rates, the finish and the margin: below it, no
+        usable table."""
+        need = sum(self.cost(p) for p in self.phases if p.priority == 0) + self.finish_s()
+        return need / (1 - MARGIN)
+
+    def check_minimum(self) -> None:
+        """Refuse (exit 2, nothing written) a budget below :meth:`minimum_s`, naming it."""
+        if not self.limited:
+            return
+        need = self.minimum_s() + self.elapsed()
+        if self.budget_s < need:
+            parts = "; ".join(f"{p.name} {fmt_s(self.cost(p))}" for p in self.phases if p.priority == 0 and p.remaining)
+            raise BadInputError(
+                f"--time-budget {fmt_s(self.budget_s)} is below this profile's minimum of about {fmt_s(need)} "
+                f"({parts}; finishing {fmt_s(self.finish_s())}; rates: {self.current_rates().source})",
+                hint=f"give --time-budget {suggest(need)} or more" + (
+                    ", or profile fewer --resolutions" if any(p.kind == "convert_block_s" and p.remaining
+                                                             for p in self.phases) else ""))
+
+    def may_start(self, name: str, n: int = 1) -> bool:
+        """Whether ``n`` more items of phase ``name`` fit in the time left, keeping time for every
+        later phase that is required or more important. Required phases always may."""
+        ph = self.phase(name)
+        if ph is None or not self.limited or ph.priority == 0:
+            return True
+        opened = [p for p in self.phases if p.open]
+        idx = opened.index(ph) if ph in opened else len(opened) - 1
+        return self.usable_left() - self._reserve(idx, ph, opened) >= self.rate(ph.kind) * n
+
+    def done(self, name: str, n: int = 1, seconds: float = 0.0) -> None:
+        """``n`` items of phase ``name`` done in ``seconds``; the rate of its kind is observed."""
+        ph = self.phase(name)
+        if ph is None:
+            return
+        ph.done += n
+        ph.spent_s += seconds
+        if ph.status == "planned":
+            ph.status = "running"
+        if ph.done >= ph.items and ph.open:
+            ph.status = "done"
+        if ph.kind in RATE_KINDS and n > 0:
+            s = self._obs.setdefault(ph.kind, [0.0, 0])
+            s[0] += seconds
+            s[1] += n
+
+    def observe(self, kind: str, n: int, seconds: float) -> None:
+        """Items measured outside a planned phase (a calibration's own work): their rate counts."""
+        if n > 0:
+            s = self._obs.setdefault(kind, [0.0, 0])
+            s[0] += seconds
+            s[1] += n
+
+    def stop(self, name: str, why: str = "time") -> None:
+        """Phase ``name`` ends here (for time): its remaining items are skipped."""
+        ph = self.phase(name)
+        if ph is not None and ph.open:
+            ph.status = ("stopped" if ph.done else "skipped") + f" for {why}"
+            log.info("time budget: %s %s after %d of %d (%s of %s used)", ph.name, ph.status, ph.done, ph.items,
+                     fmt_s(self.elapsed()), fmt_s(self.budget_s) if self.limited else "no budget")
+
+    def finish(self, name: str) -> None:
+        """Phase ``name`` is over (all it meant to do is done)."""
+        ph = self.phase(name)
+        if ph is not None and ph.open:
+            ph.status = "done"
+
+    def grow(self, name: str, items: int) -> None:
+        """Phase ``name`` now plans ``items`` (e.g. the extra passes, once the unconfirmed are known)."""
+        ph = self.phase(name)
+        if ph is not None and ph.open:
+            ph.items = ph.done + max(0, int(items))
+            if ph.items <= ph.done:
+                ph.status = "done"
+
+    # -- what a profile plans ------------------------------------------------------------------
+    def plan_blocks(self, n_blocks: int, uncached: int, missing: Sequence[int], extra_passes: int) -> None:
+        """The block phases, before any network phase: ``missing[p-1]``: blocks without a pass ``p``
+        (``len(missing)`` passes asked)."""
+        at = next((p.name for p in self.phases if "network" in p.name), None)
+        at = at or ("spread block passes" if self.phase("spread block passes") else None)
+        self.add("convert blocks", "convert_block_s", uncached, 0, before=at)
+        self.add("block pass 1", "measure_block_s", missing[0] if missing else 0, 0, before=at)
+        if len(missing) > 1:
+            self.add("block pass 2", "measure_block_s", missing[1], PRIORITY["block pass 2"], before=at)
+        if len(missing) > 2:
+            self.add("block pass 3+", "measure_block_s", sum(missing[2:]), PRIORITY["block pass 3+"], before=at)
+        if extra_passes and len(missing) > 1:  # a guess until the passes show which blocks are unconfirmed
+            self.add("block extra passes", "measure_block_s", math.ceil(0.25 * n_blocks) * min(extra_passes, 2),
+                     PRIORITY["block extra passes"], before=at)
+
+    def plan_networks(self, plan: NetworkPlan, n_blocks: int, spread: bool) -> None:
+        """The calibration's phases: the minimum networks measured once (required), their further
+        passes, the networks up to :data:`CORE_NETWORKS`, the rest up to the count asked, and with
+        ``spread`` the two spread block passes (decisions 29), each at its priority."""
+        self.network_plan = plan
+        wanted, minimum, passes = plan.wanted, plan.minimum, plan.passes
+        self.calibrating = True
+        self.net_passes = passes
+        self.net_uncached = plan.uncached_share
+        self.add("calibration networks (minimum)", "network1", minimum, 0)
+        self.add("network passes (minimum)", "measure_net_s", minimum * (passes - 1), PRIORITY["network passes (minimum)"])
+        self.add("networks to 30", "network", max(0, min(CORE_NETWORKS, wanted) - minimum), PRIORITY["networks to 30"])
+        self.add("networks beyond 30", "network", max(0, wanted - max(CORE_NETWORKS, minimum)),
+                 PRIORITY["networks beyond 30"])
+        if spread:
+            self.add("spread block passes", "measure_block_s", 2 * n_blocks, PRIORITY["spread block passes"])
+
+    def choose_networks(self, uncached: Callable[[int], int]) -> tuple[int, int]:
+        """(networks, passes) the calibration measures, chosen now as the plan forecasts them;
+        (0, 0) when not even the minimum networks measured once fit in the time left.
+        ``uncached(n)``: how many of the first ``n`` networks are not converted yet. The network
+        tiers close (what they leave out is skipped for time) and the concrete phases are added."""
+        tiers = ("calibration networks (minimum)", "networks to 30", "networks beyond 30")
+        fc = {ph.name: k for ph, k in self.forecast()}
+        first = self.phase(tiers[0])
+        n = sum(fc.get(t, 0) for t in tiers)
+        if self.limited and first is not None and self.cost(first) > self.usable_left():
+            n = 0
+        mp = self.phase("network passes (minimum)")
+        p = self.net_passes
+        if mp is not None and mp.items:
+            p = 1 + (fc.get(mp.name, 0) * (self.net_passes - 1)) // mp.items if n else 0
+        for name in (*tiers, "network passes (minimum)"):
+            ph = self.phase(name)
+            if ph is not None and ph.open:
+                got = fc.get(name, 0) if n else 0
+                ph.done = min(ph.items, got)
+                ph.status = "done" if ph.done >= ph.items else ("stopped for time" if ph.done else "skipped for time")
+        if not n:
+            self.notes.append("calibration left out for time: not even the minimum networks fit in the time left")
+            sp = self.phase("spread block passes")
+            if sp is not None and sp.open:
+                sp.status = "skipped for time"
+            return 0, 0
+        self.net_passes = max(1, p)
+        sp = self.phase("spread block passes")
+        at = sp.name if sp is not None else None
+        self.add("convert networks", "convert_net_s", uncached(n), 0, before=at)
+        self.add("network pass 1", "measure_net_s", n, 0, before=at)
+        self.add("network passes 2+", "measure_net_s", n * (self.net_passes - 1), PRIORITY["network passes (minimum)"],
+                 before=at)
+        self.add("network extra passes", "measure_net_s", 0 if self.net_passes < 2 else math.ceil(0.2 * n) * 2,
+                 PRIORITY["network extra passes"], before=at)
+        return n, self.net_passes
+
+    # -- output -------------------------------------------------------------------------------
+    def note(self) -> str:
+        """The run's place against the budget, for every progress line."""
+        eta = self.eta_s()
+        if not self.limited:
+            return f"run {fmt_s(self.elapsed())}, about {fmt_s(eta)} left"
+        return f"run {fmt_s(self.elapsed())} of {fmt_s(self.budget_s)}, about {fmt_s(eta)} left"
+
+    def plan_text(self) -> str:
+        """The plan in one log line: what will run, what the budget leaves out."""
+        fc = self.forecast()
+        will = [f"{ph.name} {n}/{ph.remaining}" if n < ph.remaining else f"{ph.name} {n}" for ph, n in fc if n]
+        skip = [ph.name for ph, n in fc if n == 0 and ph.remaining]
+        head = (f"time budget {fmt_s(self.budget_s)}" if self.limited else "no time budget") + \
+               f", estimated {fmt_s(self.elapsed() + self.eta_s())} ({self.current_rates().source})"
+        return head + ": " + ", ".join(will) + (f"; left out for time: {', '.join(skip)}" if skip else "")
+
+    def skipped(self) -> list[dict[str, Any]]:
+        """Planned work not done for lack of time, with its estimated seconds."""
+        out = []
+        for ph in self.phases:
+            miss = max(0, ph.items - ph.done)
+            if miss and ph.status.endswith("for time"):
+                out.append({"phase": ph.name, "items": miss, "estimate_s": round(self.rate(ph.kind) * miss, 1)})
+        return out
+
+    def more_time_sentence(self) -> str:
+        """What more time would likely buy, from what was skipped and its estimated cost."""
+        miss = self.skipped()
+        if not miss:
+            return ("nothing planned was left out for time: a longer budget alone would not change this table "
+                    "(more --calibrate networks or --block-passes would)")
+        extra = sum(m["estimate_s"] for m in miss)
+        what = ", ".join(f"{m['items']} {_unit(m['phase'])} of {m['phase']}" for m in miss)
+        net = any("network" in m["phase"] for m in miss)
+        total = (self.budget_s or 0) + extra
+        return (f"about {fmt_s(extra)} more would add {what}"
+                + (" (the calibration networks are measured again on --resume)" if net else "")
+                + f": rerun with --resume --time-budget {suggest(total + (0 if not net else self._net_redo_s()))}")
+
+    def _net_redo_s(self) -> float:
+        ph = self.phase("network pass 1")
+        return self.rate("measure_net_s") * (ph.done if ph else 0) * self.net_passes_planned()
+
+    def record(self, **extra: Any) -> dict[str, Any]:
+        """The ``time_budget`` provenance: budget, elapsed, rates, phases, skipped, more time."""
+        passes = {ph.name: ph.done for ph in self.phases if ph.status != "replaced"}
+        over = self.limited and self.elapsed() > self.budget_s
+        return {"time_budget_s": self.budget_s if self.limited else None, "elapsed_s": round(self.elapsed(), 2),
+                "over_budget": bool(over), "rates": self.current_rates().to_dict(),
+                "phases": [ph.to_dict() for ph in self.phases if ph.status != "replaced"], "done": passes,
+                "skipped_for_time": self.skipped(), "more_time": self.more_time_sentence(),
+                "notes": list(self.notes), **extra}
+
+
+def _unit(phase: str) -> str:
+    return "network measurement(s)" if "network pass" in phase or "network extra" in phase else (
+        "network(s)" if "network" in phase else "block measurement(s)" if "pass" in phase else "item(s)")
+
+
+# -- which blocks an extra pass goes to first ---------------------------------------------------
+def block_weights(space, resolutions: Sequence[int], n_archs: int = 256, seed: int = 0) -> dict[str, float]:
+    """How often each block occurs in a uniformly random network of ``space`` at ``resolutions``
+    (the mean count per network over ``n_archs`` seeded samples): a block's weight in typical
+    networks' predicted latency is this times its latency."""
+    import numpy as np
+
+    from nagkit.latency.keys import block_key
+    from nagkit.space.sampling import sample
+
+    sp = space.replace(resolutions=tuple(resolutions))
+    rng = np.random.default_rng(seed)
+    counts: dict[str, float] = {}
+    for _ in range(n_archs):
+        for layer in sp.layers(sample(sp, rng)):
+            k = block_key(layer)
+            counts[k] = counts.get(k, 0.0) + 1.0
+    return {k: v / n_archs for k, v in counts.items()}
+
+
+def block_priority(weights: Mapping[str, float], medians: Mapping[str, Sequence[float]]) -> dict[str, float]:
+    """Each block's expected ms of uncertainty in a typical network: its weight (mean count per
+    network) × its best pass × the relative gap between its two fastest passes (a block measured
+    once: the median gap of the others, or 1). The next pass goes to the largest first."""
+    gaps = {}
+    for k, meds in medians.items():
+        s = sorted(meds)
+        if len(s) >= 2 and s[0] > 0:
+            gaps[k] = s[1] / s[0] - 1
+    typical = sorted(gaps.values())[len(gaps) // 2] if gaps else 1.0
+    out = {}
+    for k, meds in medians.items():
+        best = min(meds) if meds else 0.0
+        out[k] = weights.get(k, 0.0) * best * gaps.get(k, typical)
+    return out
+
+
+def by_priority(keys: Sequence[str], priority: Mapping[str, float]) -> list[str]:
+    """``keys`` ordered by priority, largest first (ties keep their order)."""
+    order = {k: i for i, k in enumerate(keys)}
+    return sorted(keys, key=lambda k: (-priority.get(k, 0.0), order[k]))
+
+
+def with_rates(budget: TimeBudget, **kw: float) -> TimeBudget:
+    """``budget`` with its priors replaced (tests; a benchmark that knows its machine)."""
+    budget.rates = replace(budget.rates or PRIORS["tflite"], **kw)
+    budget._prior = budget.rates
+    return budget
+
+
+def budget_lines(rec: Mapping[str, Any] | None) -> list[str]:
+    """A table's ``time_budget`` record for people (``nagkit profile``, ``lut show``, ``lut validate``)."""
+    if not rec:
+        return []
+    b = rec.get("time_budget_s")
+    head = (f"time budget {fmt_s(b)}: used {fmt_s(rec.get('elapsed_s') or 0)}" if b else
+            f"no time budget: took {fmt_s(rec.get('elapsed_s') or 0)}") + (" (over budget)" if rec.get("over_budget") else "")
+    miss = rec.get("skipped_for_time") or []
+    if miss:
+        head += "; left out for time: " + ", ".join(f"{m['phase']} ({m['items']})" for m in miss)
+    lines = [head]
+    fid = rec.get("fidelity")
+    if fid:
+        w10 = fid.get("within_10pct")
+        lines.append(f"reached    held out (leave-one-out): {fid['within_5pct']:.0%} within ±5%"
+                     + (f", {w10:.0%} within ±10%" if w10 is not None else "")
+                     + ("" if fid.get("adopted") else " (raw block sums: the calibration was not adopted)"))
+    elif b:
+        lines.append("reached    no held-out fidelity (no calibration ran): check with `nagkit lut validate`")
+    nv = rec.get("noise_verdict") or {}
+    for k in ("blocks", "networks"):
+        if nv.get(k):
+            lines.append(f"noise      {nv[k]}")
+    if rec.get("more_time"):
+        lines.append(f"more time  {rec['more_time']}")
+    return lines
