@@ -147,7 +147,7 @@ def run_profile(device, options: ProfileOptions = ProfileOptions(), *,
                              networks=None if nets is None else nets[1])
             table, cal = result.table, None
             if nets is not None:
-                table, cal = _calibrate(dev, sp, res, o, result, nets[0], budget)
+                table, cal = _calibrate(dev, sp, res, o, result, nets, budget)
         table = _with_budget_record(table, cal, budget)
         table.save(result.out)
         from nagkit.latency.table import LatencyTable
@@ -175,14 +175,15 @@ def _calibration_networks(dev, sp, res, o: ProfileOptions):
                               lambda n: sum(1 for a in archs[:n] if a in uncached))
 
 
-def _calibrate(dev, sp, res, o: ProfileOptions, result, archs, budget):
+def _calibrate(dev, sp, res, o: ProfileOptions, result, nets, budget):
     """The calibration after the blocks, with as many networks and passes as the budget leaves
     (:meth:`~nagkit.latency.budget.TimeBudget.choose_networks`); ``(table, None)`` when not even
     the minimum fits any more."""
     from nagkit.latency.validate import calibrate
 
     table = result.table
-    n, passes = budget.choose_networks(budget.network_plan.uncached)
+    archs, plan = nets
+    n, passes = budget.choose_networks(plan)
     if n == 0:
         import logging
 
@@ -199,13 +200,14 @@ def _calibrate(dev, sp, res, o: ProfileOptions, result, archs, budget):
         def spread(when: str):
             return spread_block_pass(dev, sp, result.out, when=when, cache_dir=o.cache_dir, progress=o.progress,
                                      budget=budget)
-    cal = calibrate(table, dev, sp, n, seed=o.calibrate_seed, resolutions=res, cache_dir=o.cache_dir,
+    count = None if o.calibrate == DEFAULT_COUNT and n == plan.wanted else n  # None: the default count
+    cal = calibrate(table, dev, sp, count, seed=o.calibrate_seed, resolutions=res, cache_dir=o.cache_dir,
                     progress=o.progress, jobs=o.jobs, block_pass=spread, passes=passes, budget=budget)
     if spread is not None:  # the table the spread passes rebuilt, which the fit was made on (decisions 29)
         from nagkit.latency.table import LatencyTable
 
         table = LatencyTable.load(result.out)
-    budget.finish("spread block passes")
+    budget.close("spread block passes")
     return cal.apply(table), cal
 
 

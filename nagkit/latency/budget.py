@@ -304,9 +304,11 @@ class TimeBudget:
         ph = self.phase(name)
         if ph is None or not self.limited or ph.priority == 0:
             return True
-        opened = [p for p in self.phases if p.open]
-        idx = opened.index(ph) if ph in opened else len(opened) - 1
-        return self.usable_left() - self._reserve(idx, ph, opened) >= self.rate(ph.kind) * n
+        # every other open phase, not only the later ones in the list: a spread block pass runs
+        # between the networks' conversions and their passes, yet is the least important
+        others = [p for p in self.phases if p.open and p is not ph]
+        keep = sum(self.cost(q) for q in others if q.priority == 0 or q.priority < ph.priority)
+        return self.usable_left() - keep >= self.rate(ph.kind) * n
 
     def done(self, name: str, n: int = 1, seconds: float = 0.0) -> None:
         """``n`` items of phase ``name`` done in ``seconds``; the rate of its kind is observed."""
@@ -344,6 +346,15 @@ class TimeBudget:
         ph = self.phase(name)
         if ph is not None and ph.open:
             ph.status = "done"
+
+    def close(self, name: str) -> None:
+        """Phase ``name`` is over: done if all its items are, else what is left was skipped for time."""
+        ph = self.phase(name)
+        if ph is not None and ph.open:
+            if ph.remaining:
+                self.stop(name)
+            else:
+                ph.status = "done"
 
     def grow(self, name: str, items: int) -> None:
         """Phase ``name`` now plans ``items`` (e.g. the extra passes, once the unconfirmed are known)."""
@@ -386,14 +397,17 @@ class TimeBudget:
         if spread:
             self.add("spread block passes", "measure_block_s", 2 * n_blocks, PRIORITY["spread block passes"])
 
-    def choose_networks(self, uncached: Callable[[int], int]) -> tuple[int, int]:
+    def choose_networks(self, plan: NetworkPlan) -> tuple[int, int]:
         """(networks, passes) the calibration measures, chosen now as the plan forecasts them;
-        (0, 0) when not even the minimum networks measured once fit in the time left.
-        ``uncached(n)``: how many of the first ``n`` networks are not converted yet. The network
-        tiers close (what they leave out is skipped for time) and the concrete phases are added."""
+        (0, 0) when not even the minimum networks measured once fit in the time left. The network
+        tiers close (what they leave out is skipped for time) and the concrete phases are added.
+        A plan without network phases (none was made: :meth:`plan_networks`) gets all it asked."""
         tiers = ("calibration networks (minimum)", "networks to 30", "networks beyond 30")
-        fc = {ph.name: k for ph, k in self.forecast()}
         first = self.phase(tiers[0])
+        if first is None:
+            return plan.wanted, plan.passes
+        uncached = plan.uncached
+        fc = {ph.name: k for ph, k in self.forecast()}
         n = sum(fc.get(t, 0) for t in tiers)
         if self.limited and first is not None and self.cost(first) > self.usable_left():
             n = 0
@@ -457,10 +471,10 @@ class TimeBudget:
             return ("nothing planned was left out for time: a longer budget alone would not change this table "
                     "(more --calibrate networks or --block-passes would)")
         extra = sum(m["estimate_s"] for m in miss)
-        what = ", ".join(f"{m['items']} {_unit(m['phase'])} of {m['phase']}" for m in miss)
+        what = ", ".join(f"{m['phase']} ({m['items']} {_unit(m['phase'])})" for m in miss)
         net = any("network" in m["phase"] for m in miss)
         total = (self.budget_s or 0) + extra
-        return (f"about {fmt_s(extra)} more would add {what}"
+        return (f"about {fmt_s(extra)} more would add: {what}"
                 + (" (the calibration networks are measured again on --resume)" if net else "")
                 + f": rerun with --resume --time-budget {suggest(total + (0 if not net else self._net_redo_s()))}")
 
@@ -480,8 +494,11 @@ class TimeBudget:
 
 
 def _unit(phase: str) -> str:
-    return "network measurement(s)" if "network pass" in phase or "network extra" in phase else (
-        "network(s)" if "network" in phase else "block measurement(s)" if "pass" in phase else "item(s)")
+    if "network pass" in phase or "network extra" in phase:
+        return "network measurements"
+    if "network" in phase:
+        return "networks"
+    return "block measurements" if "pass" in phase else "conversions" if "convert" in phase else "items"
 
 
 # -- which blocks an extra pass goes to first ---------------------------------------------------
