@@ -149,7 +149,7 @@ def show_cmd(lut_path: str, as_json: bool) -> None:
         else:
             lines.append("calibration none (predictions are raw block sums)")
         if r.get("time_budget"):
-            from nagkit.latency.budget import budget_lines
+            from nagkit.latency.budget_text import budget_lines
 
             lines.extend(f"profile    {ln}" if i == 0 else ln for i, ln in enumerate(budget_lines(r["time_budget"])))
         if r.get("fidelity"):
@@ -314,7 +314,7 @@ def profile(device_spec, space_name, res_text, out, benchmark_binary, resume, fo
     phone the host converts blocks while the phone measures those already converted."""
     from nagkit.app.profile import ProfileOptions, run_profile
     from nagkit.cli.options import log
-    from nagkit.latency.budget import parse_time_budget
+    from nagkit.latency.budget_text import parse_time_budget
 
     budget = "default" if time_budget is None else parse_time_budget(time_budget)  # bad: one line, exit 2
     if budget is None:
@@ -360,7 +360,7 @@ def profile(device_spec, space_name, res_text, out, benchmark_binary, resume, fo
         if r["noisy"]:
             lines.append(f"warning: {len(r['noisy'])} block(s) stayed noisy (IQR/median above target)")
         if r.get("time_budget"):
-            from nagkit.latency.budget import budget_lines
+            from nagkit.latency.budget_text import budget_lines
 
             lines.extend(budget_lines(r["time_budget"]))
         c = r["calibration"]

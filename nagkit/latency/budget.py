@@ -25,23 +25,22 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from nagkit.errors import BadInputError, short_repr
+from nagkit.errors import BadInputError
+from nagkit.latency.block_order import block_priority, block_weights, by_priority  # noqa: F401 (re-exported)
+from nagkit.latency.budget_text import budget_lines, fmt_s, parse_time_budget, suggest  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CPU_BUDGET_S = 600.0  # a profile measured on this machine's CPU: 10 minutes unless told
-MAX_BUDGET_S = 7 * 24 * 3600.0  # a week: beyond it a budget is a typo
 MARGIN = 0.03  # of the budget, kept for what no phase counts (start-up, logging, the table build)
 FINISH_S = 4.0  # building and writing the table (and the calibration fit, when there is one)
 FIT_S = 6.0  # a calibration's fit on up to 80 networks (the floor's cutting planes, leave-one-out)
 CORE_NETWORKS = 30  # calibration networks worth more than extra block passes (decisions 31)
-FORMS = "seconds (600, 90.5) or hours/minutes/seconds (10m, 90s, 1h, 1h30m)"
 
 # Lower is more important; 0 is required. Passes 2 of the blocks come first (a noise estimate at
 # all), then the minimum calibration networks' own passes, the default third block pass, the first
@@ -50,57 +49,6 @@ FORMS = "seconds (600, 90.5) or hours/minutes/seconds (10m, 90s, 1h, 1h30m)"
 PRIORITY = {"block pass 2": 1, "network passes (minimum)": 2, "block pass 3+": 3, "networks to 30": 4,
             "block extra passes": 5, "networks beyond 30": 6, "network extra passes": 6,
             "spread block passes": 7}
-
-
-def parse_time_budget(value: Any) -> float | None:
-    """Seconds of a ``--time-budget``: a number of seconds (``600``, ``90.5``) or ``1h30m``-style
-    text (h, m, s in that order, each at most once); ``"none"``: no budget (None). Refuses
-    anything else, zero, negative, non-finite and over :data:`MAX_BUDGET_S`, in one line."""
-    if value is None:
-        return None
-    text = str(value).strip().lower()
-    if text in ("none", "off"):
-        return None
-
-    def bad(why: str) -> BadInputError:
-        return BadInputError(f"--time-budget {short_repr(value, 40)} {why}; give {FORMS}, e.g. --time-budget 10m")
-
-    if isinstance(value, bool):
-        raise bad("is not a duration")
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    else:
-        if re.fullmatch(r"-\s*[\d.]+[hms]?", text):
-            raise bad("must be more than zero")
-        m = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?", text)
-        if not text or m is None or not any(m.groups()) or (text[-1].isdigit() and (m.group(1) or m.group(2))):
-            raise bad("is not a duration")  # "1h30" is refused: 1h30m or 1h30s?
-        h, mi, s = (float(g) if g else 0.0 for g in m.groups())
-        seconds = h * 3600 + mi * 60 + s
-    if not math.isfinite(seconds):
-        raise bad("is not a finite duration")
-    if seconds <= 0:
-        raise bad("must be more than zero")
-    if seconds > MAX_BUDGET_S:
-        raise bad("is over the limit of 7 days (168h)")
-    return seconds
-
-
-def fmt_s(seconds: float) -> str:
-    """``45 s``, ``7m10s``, ``2h05m``: a duration for people."""
-    if not math.isfinite(seconds):
-        return "unbounded"
-    s = max(0, int(round(seconds)))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-
-
-def suggest(seconds: float) -> str:
-    """A ``--time-budget`` value at or above ``seconds``: whole minutes, rounded up."""
-    return f"{max(1, math.ceil(seconds / 60))}m"
 
 
 @dataclass(frozen=True)
@@ -501,79 +449,8 @@ def _unit(phase: str) -> str:
     return "block measurements" if "pass" in phase else "conversions" if "convert" in phase else "items"
 
 
-# -- which blocks an extra pass goes to first ---------------------------------------------------
-def block_weights(space, resolutions: Sequence[int], n_archs: int = 256, seed: int = 0) -> dict[str, float]:
-    """How often each block occurs in a uniformly random network of ``space`` at ``resolutions``
-    (the mean count per network over ``n_archs`` seeded samples): a block's weight in typical
-    networks' predicted latency is this times its latency."""
-    import numpy as np
-
-    from nagkit.latency.keys import block_key
-    from nagkit.space.sampling import sample
-
-    sp = space.replace(resolutions=tuple(resolutions))
-    rng = np.random.default_rng(seed)
-    counts: dict[str, float] = {}
-    for _ in range(n_archs):
-        for layer in sp.layers(sample(sp, rng)):
-            k = block_key(layer)
-            counts[k] = counts.get(k, 0.0) + 1.0
-    return {k: v / n_archs for k, v in counts.items()}
-
-
-def block_priority(weights: Mapping[str, float], medians: Mapping[str, Sequence[float]]) -> dict[str, float]:
-    """Each block's expected ms of uncertainty in a typical network: its weight (mean count per
-    network) × its best pass × the relative gap between its two fastest passes (a block measured
-    once: the median gap of the others, or 1). The next pass goes to the largest first."""
-    gaps = {}
-    for k, meds in medians.items():
-        s = sorted(meds)
-        if len(s) >= 2 and s[0] > 0:
-            gaps[k] = s[1] / s[0] - 1
-    typical = sorted(gaps.values())[len(gaps) // 2] if gaps else 1.0
-    out = {}
-    for k, meds in medians.items():
-        best = min(meds) if meds else 0.0
-        out[k] = weights.get(k, 0.0) * best * gaps.get(k, typical)
-    return out
-
-
-def by_priority(keys: Sequence[str], priority: Mapping[str, float]) -> list[str]:
-    """``keys`` ordered by priority, largest first (ties keep their order)."""
-    order = {k: i for i, k in enumerate(keys)}
-    return sorted(keys, key=lambda k: (-priority.get(k, 0.0), order[k]))
-
-
 def with_rates(budget: TimeBudget, **kw: float) -> TimeBudget:
     """``budget`` with its priors replaced (tests; a benchmark that knows its machine)."""
     budget.rates = replace(budget.rates or PRIORS["tflite"], **kw)
     budget._prior = budget.rates
     return budget
-
-
-def budget_lines(rec: Mapping[str, Any] | None) -> list[str]:
-    """A table's ``time_budget`` record for people (``nagkit profile``, ``lut show``, ``lut validate``)."""
-    if not rec:
-        return []
-    b = rec.get("time_budget_s")
-    head = (f"time budget {fmt_s(b)}: used {fmt_s(rec.get('elapsed_s') or 0)}" if b else
-            f"no time budget: took {fmt_s(rec.get('elapsed_s') or 0)}") + (" (over budget)" if rec.get("over_budget") else "")
-    miss = rec.get("skipped_for_time") or []
-    if miss:
-        head += "; left out for time: " + ", ".join(f"{m['phase']} ({m['items']})" for m in miss)
-    lines = [head]
-    fid = rec.get("fidelity")
-    if fid:
-        w10 = fid.get("within_10pct")
-        lines.append(f"reached    held out (leave-one-out): {fid['within_5pct']:.0%} within ±5%"
-                     + (f", {w10:.0%} within ±10%" if w10 is not None else "")
-                     + ("" if fid.get("adopted") else " (raw block sums: the calibration was not adopted)"))
-    elif b:
-        lines.append("reached    no held-out fidelity (no calibration ran): check with `nagkit lut validate`")
-    nv = rec.get("noise_verdict") or {}
-    for k in ("blocks", "networks"):
-        if nv.get(k):
-            lines.append(f"noise      {nv[k]}")
-    if rec.get("more_time"):
-        lines.append(f"more time  {rec['more_time']}")
-    return lines

@@ -442,7 +442,7 @@ def report_text(r: dict[str, Any]) -> str:
         lines.append(f"machine    {r['other_cpu']}")
     pb = r.get("profile_budget")
     if pb:  # the profile's own claim, beside what was measured now
-        from nagkit.latency.budget import budget_lines
+        from nagkit.latency.budget_text import budget_lines
 
         fid = next((ln for ln in budget_lines(pb) if ln.startswith("reached")), None)
         lines.append(f"profiled   {budget_lines(pb)[0]}" + (f"; it {fid[len('reached    '):]}" if fid else ""))
