@@ -71,6 +71,9 @@ class Rates:
 # 10 min, decisions 31). The run replaces them with what it observes.
 PRIORS = {"tflite": Rates(3.2, 1.1, 7.5, 1.5), "onnx": Rates(0.1, 1.1, 0.6, 1.5), "torch": Rates(0.0, 1.1, 0.0, 1.5)}
 RATE_KINDS = ("convert_block_s", "measure_block_s", "convert_net_s", "measure_net_s")
+# Before a network is converted or measured, its prior is scaled by how the blocks' observed rate
+# compares with theirs (a machine twice as fast converts and measures both about twice as fast).
+_LIKE = {"convert_net_s": "convert_block_s", "measure_net_s": "measure_block_s"}
 PRIOR_WEIGHT = 2  # a prior counts as this many observed items
 
 
@@ -111,7 +114,8 @@ class Phase:
 
     def to_dict(self) -> dict[str, Any]:
         return {"phase": self.name, "priority": self.priority, "required": self.priority == 0,
-                "planned": self.items, "done": self.done, "skipped": max(0, self.items - self.done),
+                "planned": self.items, "done": self.done,
+                "skipped": max(0, self.items - self.done) if self.status.endswith("for time") else 0,
                 "status": self.status, "estimate_s": None if self.estimate_s is None else round(self.estimate_s, 1),
                 "spent_s": round(self.spent_s, 2), **({"detail": self.detail} if self.detail else {})}
 
@@ -175,6 +179,11 @@ class TimeBudget:
             return self.net_uncached * self.rate("convert_net_s") + self.rate("measure_net_s")
         p = getattr(prior, kind)
         s, n = self._obs.get(kind, (0.0, 0))
+        if not n and kind in _LIKE:  # no network seen yet: the prior scaled as the blocks' was
+            like = _LIKE[kind]
+            bs, bn = self._obs.get(like, (0.0, 0))
+            if bn and getattr(prior, like) > 0:
+                p *= self.rate(like) / getattr(prior, like)
         return (p * PRIOR_WEIGHT + s) / (PRIOR_WEIGHT + n) if n else p
 
     def net_passes_planned(self) -> int:

@@ -303,8 +303,8 @@ def _more_passes(journal: Journal, layers, measure, passes: int, extra_passes: i
                 and not confirmed([r["stats"]["median_ms"] for r in journal.passes[k]])]
         if not todo:
             break
-        if e == 1:  # now the plan knows how many: at most every extra pass for each of them
-            budget.grow("block extra passes", len(todo) * extra_passes)
+        # now the plan knows how many: at most every extra pass left for each of them
+        budget.grow("block extra passes", len(todo) * (extra_passes - e + 1))
         log.info("%d block(s) whose best pass is not confirmed within 3%%; measuring them again (%d of %d)",
                  len(todo), e, extra_passes)
         with progress_bar(progress, len(todo), 0, f"{spec} again ({e} of {extra_passes})") as adv:

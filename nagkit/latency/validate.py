@@ -192,6 +192,7 @@ def measure_networks(device, space: SearchSpace, archs: Sequence[Arch], *, cfg=N
         log.info("%s: %d network(s) whose best pass is not confirmed; measuring them again (%d of %d)", label,
                  len(noisy), k + 1, extra_passes)
         remeasured.update(noisy)
+        budget.grow("network extra passes", len(noisy) * (extra_passes - k))  # at most, now that it is known
         with progress_bar(progress, len(noisy), 0, str(device.spec), f"{label} again") as advance:
             if not one_pass(noisy, advance, "network extra passes"):
                 break
