@@ -283,6 +283,18 @@ class TimeBudget:
             s[0] += seconds
             s[1] += n
 
+    def ticker(self, name: str) -> Callable[[], None]:
+        """A callback for work that reports each item as it finishes (conversions): each call is
+        one item of phase ``name``, timed from the call before (or from now)."""
+        last = [self.clock()]
+
+        def tick() -> None:
+            now = self.clock()
+            self.done(name, 1, now - last[0])
+            last[0] = now
+
+        return tick
+
     def observe(self, kind: str, n: int, seconds: float) -> None:
         """Items measured outside a planned phase (a calibration's own work): their rate counts."""
         if n > 0:

@@ -234,10 +234,10 @@ def _run(device, space, layers, jpath: Path, ident, resume: bool, force: bool, c
 
     label = device.spec if passes == 1 else f"{device.spec} pass 1 of {passes}"
     if not pipeline:
-        t1 = budget.clock()
         uncached = [k for k in layers if not cache.cached(k)]
-        cache.prepare({k: layers[k] for k in uncached}, jobs=jobs, progress=progress)
-        budget.done("convert blocks", len(uncached), budget.clock() - t1)
+        cache.prepare({k: layers[k] for k in uncached}, jobs=jobs, progress=progress,
+                      on_each=budget.ticker("convert blocks"))
+        budget.finish("convert blocks")
         with progress_bar(progress, len(layers), len(resumed), label) as advance:
             for key, layer in todo:
                 measure(key, layer, advance)

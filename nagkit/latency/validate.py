@@ -86,8 +86,9 @@ class NetworkCache:
         return self.dir / f"{space.name}-{sh}" / f"{arch}{FORMATS[self.fmt]}"
 
     def prepare(self, space: SearchSpace, archs: Sequence[Arch], seed: int = 0, jobs: int | None = None,
-                progress: bool = True) -> None:
-        """Convert the networks not cached yet, ``jobs`` processes at once, before any timing."""
+                progress: bool = True, on_each: Callable[[], None] | None = None) -> None:
+        """Convert the networks not cached yet, ``jobs`` processes at once, before any timing;
+        ``on_each()`` after each one."""
         from nagkit.latency.blocks import convert_many
 
         if self.fmt == "torch":
@@ -98,7 +99,7 @@ class NetworkCache:
         self.path_for(space, todo[0]).parent.mkdir(parents=True, exist_ok=True)
         tasks = [("net", (space.to_dict(), str(a), seed), self.fmt, str(self.path_for(space, a)), self.precision)
                  for a in todo]
-        convert_many(tasks, jobs=jobs, progress=progress, label="convert networks")
+        convert_many(tasks, jobs=jobs, progress=progress, label="convert networks", on_each=on_each)
         self.misses += len(todo)
         self.hits -= len(todo)
 
@@ -159,9 +160,8 @@ def measure_networks(device, space: SearchSpace, archs: Sequence[Arch], *, cfg=N
         raise BadInputError(f"passes must be >= 1 and extra passes >= 0, got {passes} and {extra_passes}")
     budget = budget if budget is not None else TimeBudget(None)
     cache = NetworkCache(device.model_format, cache_dir, precision)
-    t0, n_new = budget.clock(), len(cache.uncached(space, archs))
-    cache.prepare(space, archs, jobs=jobs, progress=progress)
-    budget.done("convert networks", n_new, budget.clock() - t0)
+    cache.prepare(space, archs, jobs=jobs, progress=progress, on_each=budget.ticker("convert networks"))
+    budget.finish("convert networks")
     per: list[list] = [[] for _ in archs]
 
     def one_pass(which: list[int], advance, phase: str) -> bool:
@@ -254,11 +254,8 @@ def calibrate(table: LatencyTable, device, space: SearchSpace, n: int | None = N
     archs = random_archs(space, plan.n, seed, res, exclude=exclude)
     table.predict_many(space, archs, calibrated=False)  # fail on a missing key before measuring
     if block_pass is not None:
-        nc = NetworkCache(device.model_format, cache_dir, table.precision)
-        t0, n_new = budget.clock() if budget else 0.0, len(nc.uncached(space, archs))
-        nc.prepare(space, archs, jobs=jobs, progress=progress)
-        if budget is not None:
-            budget.done("convert networks", n_new, budget.clock() - t0)
+        NetworkCache(device.model_format, cache_dir, table.precision).prepare(
+            space, archs, jobs=jobs, progress=progress, on_each=budget.ticker("convert networks") if budget else None)
         table = block_pass("after the calibration networks' conversions")
     stats, cinfo = measure_networks(device, space, archs, cfg=cfg, cache_dir=cache_dir, progress=progress,
                                     label="calibrate", jobs=jobs, passes=passes, extra_passes=extra_passes,

@@ -285,6 +285,14 @@ def test_progress_lines_carry_the_runs_eta_against_the_budget():
     update = phase_progress(write=lines.append)
     update("other", 0, 1)  # outside the note: no budget text
     assert "of 10m00s" not in lines[-1]
+    # conversions report each item as it finishes, so the ETA counts down during them too
+    b.add("convert networks", "convert_net_s", 4)
+    tick = b.ticker("convert networks")
+    for _ in range(2):
+        clock.t += 3.0
+        tick()
+    ph = b.phase("convert networks")
+    assert ph.done == 2 and ph.spent_s == 6.0 and b.rate("convert_net_s") == pytest.approx((0.0 * 2 + 6.0) / 4)
 
 
 def test_extra_passes_go_to_the_blocks_whose_uncertainty_moves_typical_networks_most():
