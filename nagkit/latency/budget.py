@@ -10,9 +10,9 @@ networks measured once); the rest is optional, each phase with a priority (:data
 :class:`TimeBudget` is the plan. Before any conversion it sums the required phases at the
 estimated rates (:data:`PRIORS`, from the issue-36 runs on the 2-core AMD EPYC VM) and refuses a
 budget below that minimum, naming it (:meth:`TimeBudget.check_minimum`). During the run every
-item (one block or network measured, one batch converted) is reported with its seconds, and the
-rates are re-estimated from what was observed. An optional item is started only when the time
-left covers it *and* every later phase that is required or of higher priority
+item (one block or network converted or measured) is reported with its seconds, and the rates
+are re-estimated from what was observed. An optional item is started only when the time left
+covers it *and* every other open phase that is required or of higher priority
 (:meth:`TimeBudget.may_start`), so a short budget drops the least useful work first and a long
 one does everything. The same rule, simulated forward at the current rates, gives the ETA
 (:meth:`TimeBudget.forecast`). What was done and skipped goes into the table's provenance
@@ -102,7 +102,6 @@ class Phase:
     spent_s: float = 0.0
     status: str = "planned"  # planned | running | done | stopped (for time) | skipped (for time)
     estimate_s: float | None = None  # at plan time
-    detail: str = ""
 
     @property
     def open(self) -> bool:
@@ -117,7 +116,7 @@ class Phase:
                 "planned": self.items, "done": self.done,
                 "skipped": max(0, self.items - self.done) if self.status.endswith("for time") else 0,
                 "status": self.status, "estimate_s": None if self.estimate_s is None else round(self.estimate_s, 1),
-                "spent_s": round(self.spent_s, 2), **({"detail": self.detail} if self.detail else {})}
+                "spent_s": round(self.spent_s, 2)}
 
 
 @dataclass
@@ -200,9 +199,9 @@ class TimeBudget:
     def phase(self, name: str) -> Phase | None:
         return next((p for p in self.phases if p.name == name), None)
 
-    def add(self, name: str, kind: str, items: int, priority: int = 0, *, before: str | None = None,
-            detail: str = "") -> Phase:
-        ph = Phase(name, kind, max(0, int(items)), priority, detail=detail)
+    def add(self, name: str, kind: str, items: int, priority: int = 0, *, before: str | None = None) -> Phase:
+        """Phase ``name`` of ``items`` ``kind`` items, placed before phase ``before`` (else last)."""
+        ph = Phase(name, kind, max(0, int(items)), priority)
         ph.estimate_s = self.cost(ph)
         if ph.items == 0:
             ph.status = "done"
@@ -294,13 +293,6 @@ class TimeBudget:
             last[0] = now
 
         return tick
-
-    def observe(self, kind: str, n: int, seconds: float) -> None:
-        """Items measured outside a planned phase (a calibration's own work): their rate counts."""
-        if n > 0:
-            s = self._obs.setdefault(kind, [0.0, 0])
-            s[0] += seconds
-            s[1] += n
 
     def stop(self, name: str, why: str = "time") -> None:
         """Phase ``name`` ends here (for time): its remaining items are skipped."""

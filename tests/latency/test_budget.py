@@ -121,7 +121,7 @@ def test_the_cli_names_the_minimum_and_writes_nothing(tmp_path, capsys):
 
 
 # -- the plan keeps to the budget ---------------------------------------------------------------
-def test_a_short_budget_skips_passes_biggest_error_first_and_says_so(tmp_path, fake):
+def test_a_short_budget_skips_passes_biggest_error_first_and_says_so(tmp_path, fake, capsys):
     from nagkit.latency.profiler import journal_path, profile
 
     clock, calls = fake
@@ -151,6 +151,8 @@ def test_a_short_budget_skips_passes_biggest_error_first_and_says_so(tmp_path, f
     assert skipped["block pass 2"] == n - len(second) and skipped["block pass 3+"] == n
     assert "--resume --time-budget" in tb["more_time"] and res.to_dict()["time_budget"] == tb
     assert any("left out for time: block pass 2" in ln for ln in budget_lines(tb))
+    shown = run_cli_inproc(["lut", "show", str(out)], capsys)  # `lut show` says it too
+    assert shown.code == 0 and f"profile    time budget {budget_s:.0f} s" in shown.out and "more time  " in shown.out
 
 
 def test_resume_with_a_larger_budget_adds_the_passes_left_out(tmp_path, fake):
