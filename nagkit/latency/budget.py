@@ -137,6 +137,7 @@ class TimeBudget:
     network_plan: NetworkPlan | None = None
     calibrating: bool = False
     notes: list[str] = field(default_factory=list)
+    at_start: dict[str, Any] | None = None  # the plan as announced (:meth:`announce`)
     say: Callable[[str], None] = field(default=lambda m: log.info("%s", m), repr=False)  # the plan, for people
 
     def __post_init__(self) -> None:
@@ -416,6 +417,13 @@ class TimeBudget:
                f", estimated {fmt_s(self.elapsed() + self.eta_s())} ({self.current_rates().source})"
         return head + ": " + ", ".join(will) + (f"; left out for time: {', '.join(skip)}" if skip else "")
 
+    def announce(self) -> None:
+        """Say the plan (once the phases are known, before any conversion) and keep it for the record."""
+        text = self.plan_text()
+        self.at_start = {"plan": text, "estimate_s": round(self.elapsed() + self.eta_s(), 1),
+                         "minimum_s": round(self.minimum_s(), 1), "rates": self.current_rates().to_dict()}
+        self.say(text)
+
     def skipped(self) -> list[dict[str, Any]]:
         """Planned work not done for lack of time, with its estimated seconds."""
         out = []
@@ -448,7 +456,7 @@ class TimeBudget:
         passes = {ph.name: ph.done for ph in self.phases if ph.status != "replaced"}
         over = self.limited and self.elapsed() > self.budget_s
         return {"time_budget_s": self.budget_s if self.limited else None, "elapsed_s": round(self.elapsed(), 2),
-                "over_budget": bool(over), "rates": self.current_rates().to_dict(),
+                "over_budget": bool(over), "at_start": self.at_start, "rates": self.current_rates().to_dict(),
                 "phases": [ph.to_dict() for ph in self.phases if ph.status != "replaced"], "done": passes,
                 "skipped_for_time": self.skipped(), "more_time": self.more_time_sentence(),
                 "notes": list(self.notes), **extra}

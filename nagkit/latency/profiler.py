@@ -155,7 +155,7 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
     budget.plan_blocks(len(layers), sum(not cache.cached(k) for k in layers),
                        _missing_passes(jpath, layers, passes, resume), extra_passes)
     budget.check_minimum()  # before the journal, the lock or any conversion: a refusal writes nothing
-    budget.say(budget.plan_text())
+    budget.announce()
     with journal_lock(jpath):
         journal, measured, resumed, n_meas = _run(device, space, layers, jpath, ident, resume, force, cfg, cache,
                                                   progress, command, jobs, pipeline=not on_host, passes=passes,

@@ -84,6 +84,18 @@ def test_the_cli_refuses_a_bad_budget_before_anything(tmp_path, capsys, value):
     assert "Traceback" not in r.err
 
 
+def test_the_api_refuses_a_bad_budget_before_the_device_is_opened(tmp_path, monkeypatch):
+    import nagkit
+    import nagkit.app.profile as app_profile
+    from nagkit.errors import BadInputError
+
+    opened = []
+    monkeypatch.setattr(app_profile, "open_device", lambda *a, **k: opened.append(1))
+    with pytest.raises(BadInputError, match="--time-budget '0' must be more than zero"):
+        nagkit.profile("cpu", out=tmp_path / "t.json", time_budget="0")
+    assert not opened and list(tmp_path.iterdir()) == []
+
+
 # -- the minimum --------------------------------------------------------------------------------
 def test_a_budget_below_the_minimum_is_refused_before_any_conversion(tmp_path):
     from nagkit.errors import BadInputError
