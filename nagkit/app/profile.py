@@ -150,6 +150,7 @@ def run_profile(device, options: ProfileOptions = ProfileOptions(), *,
                 table, cal = _calibrate(dev, sp, res, o, result, nets, budget)
         table = _with_budget_record(table, cal, budget)
         table.save(result.out)
+        budget.remember()  # with the networks' rates too
         from nagkit.latency.table import LatencyTable
 
         result.table = table = LatencyTable.load(result.out)

@@ -28,10 +28,13 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from nagkit.errors import BadInputError
 from nagkit.latency.block_order import block_priority, block_weights, by_priority  # noqa: F401 (re-exported)
+from nagkit.latency.budget_rates import (  # noqa: F401 (re-exported)
+    LIKE_KINDS, PRIOR_WEIGHT, PRIORS, RATE_KINDS, RATES_FILE, Rates, rates_key, remember_rates, remembered_rates)
 from nagkit.latency.budget_text import budget_lines, fmt_s, parse_time_budget, suggest  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
@@ -49,32 +52,6 @@ CORE_NETWORKS = 30  # calibration networks worth more than extra block passes (d
 PRIORITY = {"block pass 2": 1, "network passes (minimum)": 2, "block pass 3+": 3, "networks to 30": 4,
             "block extra passes": 5, "networks beyond 30": 6, "network extra passes": 6,
             "spread block passes": 7}
-
-
-@dataclass(frozen=True)
-class Rates:
-    """Seconds per item: a block converted (wall time, all conversion processes together), a block
-    measured once, a network converted, a network measured once."""
-
-    convert_block_s: float
-    measure_block_s: float
-    convert_net_s: float
-    measure_net_s: float
-    source: str = "prior"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
-
-
-# Priors by model format. tflite: the 2-core AMD EPYC VM of issue 36 (96 blocks of ofa-mbv3-w1.0 at
-# r=224 converted in about 5 min, 593 block measurements in 649 s; 80 networks converted in about
-# 10 min, decisions 31). The run replaces them with what it observes.
-PRIORS = {"tflite": Rates(3.2, 1.1, 7.5, 1.5), "onnx": Rates(0.1, 1.1, 0.6, 1.5), "torch": Rates(0.0, 1.1, 0.0, 1.5)}
-RATE_KINDS = ("convert_block_s", "measure_block_s", "convert_net_s", "measure_net_s")
-# Before a network is converted or measured, its prior is scaled by how the blocks' observed rate
-# compares with theirs (a machine twice as fast converts and measures both about twice as fast).
-_LIKE = {"convert_net_s": "convert_block_s", "measure_net_s": "measure_block_s"}
-PRIOR_WEIGHT = 2  # a prior counts as this many observed items
 
 
 @dataclass(frozen=True)
@@ -138,6 +115,7 @@ class TimeBudget:
     calibrating: bool = False
     notes: list[str] = field(default_factory=list)
     at_start: dict[str, Any] | None = None  # the plan as announced (:meth:`announce`)
+    memory: tuple[Path, str] | None = None  # where the observed rates are kept, and whose they are
     say: Callable[[str], None] = field(default=lambda m: log.info("%s", m), repr=False)  # the plan, for people
 
     def __post_init__(self) -> None:
@@ -162,13 +140,22 @@ class TimeBudget:
     def finish_s(self) -> float:
         return FINISH_S + (FIT_S if self.calibrating else 0.0)
 
-    def resolve(self, on_host: bool, model_format: str) -> None:
+    def resolve(self, on_host: bool, model_format: str, remembered: Rates | None = None) -> None:
         """The default budget for a device (this machine's CPU: 10 minutes; a phone or GPU: none,
-        as before), and the priors for its model format."""
+        as before), and the priors: rates given, else those the last profile of the device here
+        observed (``remembered``), else :data:`PRIORS` of its model format."""
         if self.budget_s == "default":
             self.budget_s = DEFAULT_CPU_BUDGET_S if on_host else None
         if self._prior is None:
-            self._prior = self.rates or PRIORS.get(model_format, PRIORS["tflite"])
+            self._prior = self.rates or remembered or PRIORS.get(model_format, PRIORS["tflite"])
+
+    def remember(self) -> None:
+        """Keep the observed rates for the next plan (:func:`remember_rates`), when told where."""
+        if self.memory is not None and self.observed_any():
+            remember_rates(*self.memory, self.current_rates(), tuple(k for k, (_, n) in self._obs.items() if n))
+
+    def observed_any(self) -> bool:
+        return any(n for _, n in self._obs.values())
 
     # -- rates --------------------------------------------------------------------------------
     def rate(self, kind: str) -> float:
@@ -179,8 +166,8 @@ class TimeBudget:
             return self.net_uncached * self.rate("convert_net_s") + self.rate("measure_net_s")
         p = getattr(prior, kind)
         s, n = self._obs.get(kind, (0.0, 0))
-        if not n and kind in _LIKE:  # no network seen yet: the prior scaled as the blocks' was
-            like = _LIKE[kind]
+        if not n and kind in LIKE_KINDS:  # no network seen yet: the prior scaled as the blocks' was
+            like = LIKE_KINDS[kind]
             bs, bn = self._obs.get(like, (0.0, 0))
             if bn and getattr(prior, like) > 0:
                 p *= self.rate(like) / getattr(prior, like)

@@ -39,7 +39,8 @@ from nagkit.devices.base import prepare_device
 from nagkit.errors import ArtifactError, BadInputError, DeviceError, short_repr
 from nagkit.io import check_out_path
 from nagkit.latency.blocks import BlockCache, check_format_precision, default_jobs, unique_layers
-from nagkit.latency.budget import NetworkPlan, TimeBudget, block_priority, block_weights, by_priority
+from nagkit.latency.budget import (RATES_FILE, NetworkPlan, TimeBudget, block_priority, block_weights, by_priority,
+                                   rates_key, remembered_rates)
 from nagkit.latency.journal import Journal, check_journal_matches, device_identity, journal_lock, journal_path
 from nagkit.latency.progress import progress_bar
 from nagkit.latency.table import LatencyTable, stats_problem, utc_now
@@ -134,7 +135,6 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
     passes, extra_passes = check_passes(passes, extra_passes)
     check_format_precision(device.model_format, precision)  # before the device is contacted
     facts, on_host = prepare_device(device)  # first: fail in seconds, before any conversion
-    budget.resolve(on_host, device.model_format)
     out = Path(out) if out is not None else default_table_path(device, facts, space, precision=precision)
     check_out_path(out)  # --out below an existing file: refused before any work (issue 13 D5)
     res = sorted({int(r) for r in resolutions})
@@ -150,6 +150,8 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
     if on_start is not None:
         on_start(out, facts)
     cache = BlockCache(device.model_format, cache_dir, precision)
+    budget.memory = (cache.root / RATES_FILE, rates_key(ident, platform.node()))
+    budget.resolve(on_host, device.model_format, remembered_rates(*budget.memory))
     if networks is not None:
         budget.plan_networks(networks, len(layers), spread=passes > 1)
     budget.plan_blocks(len(layers), sum(not cache.cached(k) for k in layers),
@@ -168,6 +170,7 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
         "pipelined": not on_host, "elapsed_s": round(time.perf_counter() - t0, 3),
         "time_budget": budget.record()}, precision=precision)
     table.save(out)
+    budget.remember()  # the rates observed, for the next plan of this device here
     from nagkit.latency.calibration import block_noise_warning
 
     if (warning := block_noise_warning(table.provenance.get("block_passes"))) is not None:

@@ -192,6 +192,29 @@ def test_resume_with_a_larger_budget_adds_the_passes_left_out(tmp_path, fake):
     assert again.table.provenance["block_passes"]["passes"] == 3
 
 
+def test_the_next_plan_starts_from_the_rates_the_last_profile_observed(tmp_path, fake):
+    from nagkit.latency.budget import RATES_FILE
+    from nagkit.latency.profiler import profile
+
+    clock, _ = fake
+    space = make_tiny_space(resolutions=(32,))
+    cache = tmp_path / "cache"
+    first = profile(_FakeDevice(), space, [32], tmp_path / "a.json", cache_dir=cache, progress=False,
+                    budget=TimeBudget(600, clock=clock), passes=1)
+    assert first.table.provenance["time_budget"]["at_start"]["rates"]["source"] == "prior"
+    kept = json.loads((cache / RATES_FILE).read_text())
+    (entry,) = kept.values()
+    assert 1.0 < entry["measure_block_s"] < 1.1  # 1 s observed a block, the prior 1.1 s worth two
+    second = profile(_FakeDevice(), space, [32], tmp_path / "b.json", cache_dir=cache, progress=False,
+                     budget=TimeBudget(600, clock=clock), passes=1)
+    start = second.table.provenance["time_budget"]["at_start"]["rates"]
+    assert start["source"].startswith("observed by the profile of") and start["measure_block_s"] == entry["measure_block_s"]
+    (cache / RATES_FILE).write_text("{not json")  # a damaged record: the priors, and no failure
+    third = profile(_FakeDevice(), space, [32], tmp_path / "c.json", cache_dir=cache, progress=False,
+                    budget=TimeBudget(600, clock=clock), passes=1)
+    assert third.table.provenance["time_budget"]["at_start"]["rates"]["source"] == "prior"
+
+
 def test_without_a_budget_every_pass_runs_as_before(tmp_path, fake):
     from nagkit.latency.profiler import profile
 
