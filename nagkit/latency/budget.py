@@ -168,7 +168,7 @@ class TimeBudget:
         s, n = self._obs.get(kind, (0.0, 0))
         if not n and kind in LIKE_KINDS:  # no network seen yet: the prior scaled as the blocks' was
             like = LIKE_KINDS[kind]
-            bs, bn = self._obs.get(like, (0.0, 0))
+            _, bn = self._obs.get(like, (0.0, 0))
             if bn and getattr(prior, like) > 0:
                 p *= self.rate(like) / getattr(prior, like)
         return (p * PRIOR_WEIGHT + s) / (PRIOR_WEIGHT + n) if n else p
@@ -244,7 +244,7 @@ class TimeBudget:
 
     def may_start(self, name: str, n: int = 1) -> bool:
         """Whether ``n`` more items of phase ``name`` fit in the time left, keeping time for every
-        later phase that is required or more important. Required phases always may."""
+        other open phase that is required or more important. Required phases always may."""
         ph = self.phase(name)
         if ph is None or not self.limited or ph.priority == 0:
             return True
@@ -428,11 +428,11 @@ class TimeBudget:
                     "(more --calibrate networks or --block-passes would)")
         extra = sum(m["estimate_s"] for m in miss)
         what = ", ".join(f"{m['phase']} ({m['items']} {_unit(m['phase'])})" for m in miss)
-        net = any("network" in m["phase"] for m in miss)
-        total = (self.budget_s or 0) + extra
+        # a resumed run redoes none of the blocks' work, but measures the calibration networks again
+        again = (extra + (self._net_redo_s() if self.calibrating else 0.0) + self.finish_s()) / (1 - MARGIN)
         return (f"about {fmt_s(extra)} more would add: {what}"
-                + (" (the calibration networks are measured again on --resume)" if net else "")
-                + f": rerun with --resume --time-budget {suggest(total + (0 if not net else self._net_redo_s()))}")
+                + (" (the calibration networks are measured again on --resume)" if self.calibrating else "")
+                + f": rerun the same command with --resume --time-budget {suggest(again)}")
 
     def _net_redo_s(self) -> float:
         ph = self.phase("network pass 1")
