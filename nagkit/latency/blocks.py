@@ -206,22 +206,34 @@ def default_jobs() -> int:
 
 
 def convert_many(tasks: list[tuple], jobs: int | None = None, progress: bool = True,
-                 label: str = "convert", on_each: Callable[[], None] | None = None) -> None:
+                 label: str = "convert", on_each: Callable[[], None] | None = None,
+                 keep_going: Callable[[], bool] | None = None) -> int:
     """Run conversion tasks in ``jobs`` worker processes (in this process when jobs == 1);
-    ``on_each()`` as each one finishes."""
+    ``on_each()`` as each one finishes. With ``keep_going``, asked after each one, a ``False``
+    stops the rest (the workers are stopped; a model half written is never left under its name).
+    Returns how many were converted."""
     from nagkit.latency.convert_pool import ConversionPool
     from nagkit.progress import progress_bar
 
     jobs = min(jobs or default_jobs(), len(tasks))
     each = on_each or (lambda: None)
+    go = keep_going or (lambda: True)
+    n = 0
     with progress_bar(progress, len(tasks), 0, label, "convert") as advance:
         if jobs <= 1:
             for t in tasks:
+                if n and not go():
+                    break
                 name = Path(convert_task(t)).name
+                n += 1
                 each()
                 advance(name)
-            return
+            return n
         with ConversionPool(tasks, jobs) as pool:
             for path in pool:
+                n += 1
                 each()
                 advance(Path(path).name)
+                if n < len(tasks) and not go():
+                    break
+    return n

@@ -32,10 +32,12 @@ class Rates:
         return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
 
 
-# Priors by model format. tflite: the 2-core AMD EPYC VM of issue 36 (96 blocks of ofa-mbv3-w1.0 at
-# r=224 converted in about 5 min, 593 block measurements in 649 s; 80 networks converted in about
-# 10 min, decisions 31). The run replaces them with what it observes.
-PRIORS = {"tflite": Rates(3.2, 1.1, 7.5, 1.5), "onnx": Rates(0.1, 1.1, 0.6, 1.5), "torch": Rates(0.0, 1.1, 0.0, 1.5)}
+# Priors by model format. tflite, blocks: the 2-core AMD EPYC VM of issue 36 (96 blocks of
+# ofa-mbv3-w1.0 at r=224 converted in about 5 min; 593 block measurements in 649 s). Networks: 10 s
+# a conversion and 2.5 s a measurement, between a quiet 2-core VM (80 conversions in about 10 min,
+# decisions 31) and the first budgeted run here, which shared the CPU with a test suite (18.9 s and
+# 3.6 s: decisions 40). The run replaces them with what it observes, and the next plan starts from those.
+PRIORS = {"tflite": Rates(3.2, 1.1, 10.0, 2.5), "onnx": Rates(0.1, 1.1, 0.6, 1.5), "torch": Rates(0.0, 1.1, 0.0, 1.5)}
 RATE_KINDS = ("convert_block_s", "measure_block_s", "convert_net_s", "measure_net_s")
 # Before a network is converted or measured, its prior is scaled by how the blocks' observed rate
 # compares with theirs (a machine twice as fast converts and measures both about twice as fast).

@@ -86,9 +86,10 @@ class NetworkCache:
         return self.dir / f"{space.name}-{sh}" / f"{arch}{FORMATS[self.fmt]}"
 
     def prepare(self, space: SearchSpace, archs: Sequence[Arch], seed: int = 0, jobs: int | None = None,
-                progress: bool = True, on_each: Callable[[], None] | None = None) -> None:
+                progress: bool = True, on_each: Callable[[], None] | None = None,
+                keep_going: Callable[[], bool] | None = None) -> None:
         """Convert the networks not cached yet, ``jobs`` processes at once, before any timing;
-        ``on_each()`` after each one."""
+        ``on_each()`` after each one; ``keep_going()`` False stops the rest (:func:`convert_many`)."""
         from nagkit.latency.blocks import convert_many
 
         if self.fmt == "torch":
@@ -99,9 +100,10 @@ class NetworkCache:
         self.path_for(space, todo[0]).parent.mkdir(parents=True, exist_ok=True)
         tasks = [("net", (space.to_dict(), str(a), seed), self.fmt, str(self.path_for(space, a)), self.precision)
                  for a in todo]
-        convert_many(tasks, jobs=jobs, progress=progress, label="convert networks", on_each=on_each)
-        self.misses += len(todo)
-        self.hits -= len(todo)
+        n = convert_many(tasks, jobs=jobs, progress=progress, label="convert networks", on_each=on_each,
+                         keep_going=keep_going)
+        self.misses += n
+        self.hits -= n
 
     def uncached(self, space: SearchSpace, archs: Sequence[Arch]) -> list[Arch]:
         """The distinct archs of ``archs`` not converted yet (none for torch: nothing to convert)."""
@@ -249,13 +251,18 @@ def calibrate(table: LatencyTable, device, space: SearchSpace, n: int | None = N
 
     res = resolutions or _table_res(table, space)
     plan = plan_calibration(table, space, n, group_by or DEFAULT_GROUP_BY, res)
-    for note in plan.notes:
-        log.warning("calibration: %s", note)
     archs = random_archs(space, plan.n, seed, res, exclude=exclude)
     table.predict_many(space, archs, calibrated=False)  # fail on a missing key before measuring
+    if budget is not None:  # converted while the budget allows (never fewer than the minimum), then measured
+        archs = budget.convert_networks(NetworkCache(device.model_format, cache_dir, table.precision), space, archs,
+                                        jobs=jobs, progress=progress, passes=passes)
+        if len(archs) < plan.n:
+            plan = plan_calibration(table, space, len(archs), group_by or DEFAULT_GROUP_BY, res)
+    for note in plan.notes:
+        log.warning("calibration: %s", note)
     if block_pass is not None:
-        NetworkCache(device.model_format, cache_dir, table.precision).prepare(
-            space, archs, jobs=jobs, progress=progress, on_each=budget.ticker("convert networks") if budget else None)
+        NetworkCache(device.model_format, cache_dir, table.precision).prepare(space, archs, jobs=jobs,
+                                                                              progress=progress)
         table = block_pass("after the calibration networks' conversions")
     stats, cinfo = measure_networks(device, space, archs, cfg=cfg, cache_dir=cache_dir, progress=progress,
                                     label="calibrate", jobs=jobs, passes=passes, extra_passes=extra_passes,

@@ -340,3 +340,40 @@ def test_extra_passes_go_to_the_blocks_whose_uncertainty_moves_typical_networks_
     assert by_priority(list(meds), pri) == ["d", "c", "b", "a"]
     one = block_priority(weights, {"a": [2.0], "b": [1.0]})  # measured once: the same gap, so by weight × ms
     assert by_priority(["a", "b"], one) == ["b", "a"]
+
+
+def test_a_profile_calibrates_on_the_networks_converted_before_time_ran_short(tmp_path, fake, monkeypatch):
+    """Network conversions four times slower than planned: the conversions stop, the calibration is
+    fitted on those converted (at least the minimum), and the record says so."""
+    import nagkit.latency.blocks as blocks
+    from nagkit.app.profile import ProfileOptions, run_profile
+
+    clock, _ = fake
+
+    def convert(task):  # a test double: writes a stand-in file; a network takes 4 s of the fake clock
+        clock.t += 4.0 if task[0] == "net" else 0.0
+        from pathlib import Path
+
+        Path(task[3]).write_bytes(b"model")
+        return task[3]
+
+    monkeypatch.setattr(blocks, "convert_task", convert)
+
+    class OnnxDev(_NetDevice):
+        model_format = "onnx"
+
+    space, sp = _space_file(tmp_path)
+    n = len(unique_layers(space, [32]))
+    budget_s = 3 * n + 160
+    b = with_rates(TimeBudget(budget_s, clock=clock), convert_block_s=0.0, measure_block_s=1.0, convert_net_s=1.0,
+                   measure_net_s=1.0)
+    result, table, cal = run_profile(OnnxDev(clock), ProfileOptions(
+        space=str(sp), out=tmp_path / "t.json", cache_dir=tmp_path / "cache", progress=False, calibrate="default",
+        jobs=1), budget=b)
+    tb = table.provenance["time_budget"]
+    phases = {p["phase"]: p for p in tb["phases"]}
+    conv = phases["convert networks"]
+    assert conv["status"] == "stopped for time" and 10 <= conv["done"] < conv["planned"]
+    assert cal is not None and cal.plan.n == conv["done"] and phases["network pass 1"]["done"] == conv["done"]
+    assert any("stopped for time: calibrated on" in x for x in tb["notes"])
+    assert clock.t <= budget_s + 4.0  # within the budget, give or take the conversion that found it out
