@@ -377,3 +377,24 @@ def test_a_profile_calibrates_on_the_networks_converted_before_time_ran_short(tm
     assert cal is not None and cal.plan.n == conv["done"] and phases["network pass 1"]["done"] == conv["done"]
     assert any("stopped for time: calibrated on" in x for x in tb["notes"])
     assert clock.t <= budget_s + 4.0  # within the budget, give or take the conversion that found it out
+
+
+def test_the_default_budget_is_ten_minutes_on_this_cpu_and_none_on_a_phone(tmp_path, fake):
+    from nagkit.latency.profiler import profile
+
+    clock, _ = fake
+    space = make_tiny_space(resolutions=(32,))
+
+    class Phone(_FakeDevice):  # measures on its own: what `adb:SERIAL` says of itself
+        runs_on_host = False
+
+        def prepare(self):
+            return {"model": "phone"}
+
+    here = profile(_FakeDevice(), space, [32], tmp_path / "a.json", cache_dir=tmp_path / "cache", progress=False,
+                   budget=TimeBudget("default", clock=clock))
+    phone = profile(Phone(), space, [32], tmp_path / "b.json", cache_dir=tmp_path / "cache", progress=False,
+                    budget=TimeBudget("default", clock=clock))
+    assert here.table.provenance["time_budget"]["time_budget_s"] == 600
+    assert phone.table.provenance["time_budget"]["time_budget_s"] is None
+    assert budget_lines(phone.table.provenance["time_budget"])[0].startswith("no time budget: took")
