@@ -247,6 +247,7 @@ def _space_file(tmp_path):
     return space, sp
 
 
+@pytest.mark.filterwarnings("ignore:An input array is constant")  # the fake networks' calibration is flat
 def test_a_calibration_measures_as_many_networks_as_the_budget_leaves(tmp_path, fake):
     from nagkit.app.profile import ProfileOptions, run_profile
 
@@ -271,6 +272,16 @@ def test_a_calibration_measures_as_many_networks_as_the_budget_leaves(tmp_path, 
     assert tb["noise_verdict"]["networks"] and tb["noise_verdict"]["blocks"]
     assert "networks" in tb["more_time"] and "measured again on --resume" in tb["more_time"]
     assert table.provenance["time_budget"] == tb
+    # `lut validate` prints what the profile said it reached, beside what it measures now
+    from nagkit.latency.validate import random_archs, report_text, validate
+    from tests.latency.test_fidelity import ScriptedDevice
+
+    val = random_archs(space, 5, seed=5, resolutions=[32])
+    script = {str(a): [float(p)] for a, p in zip(val, table.predict_many(space, val))}
+    rep = validate(table, ScriptedDevice(script), space, 5, seed=5, resolutions=[32], progress=False, passes=1,
+                   anchors=0)
+    line = next(ln for ln in report_text(rep).splitlines() if ln.startswith("profiled   "))
+    assert f"time budget {budget_s // 60:.0f}m" in line and "within ±5%" in line and rep["profile_budget"] == tb
 
 
 def test_a_calibration_is_left_out_when_the_blocks_took_its_time(tmp_path, fake, caplog, monkeypatch):
