@@ -2,7 +2,9 @@
 
 What the command adds to :func:`nagkit.latency.profiler.profile`: the defaults (the default
 workspace's space, every resolution of it, ``latency_tables/<model>-<runtime>-<space>.json``),
-opening the device with ``--benchmark-binary``, and the optional calibration afterwards.
+opening the device with ``--benchmark-binary``, the optional calibration afterwards, and the time
+budget the whole of it keeps to (``--time-budget``: :mod:`nagkit.latency.budget`), whose record
+goes into the table's provenance (``time_budget``).
 """
 
 from __future__ import annotations

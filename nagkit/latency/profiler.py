@@ -18,8 +18,10 @@ a device that measures on this machine's CPU, every conversion finishes before t
 so conversions never disturb measurements, and every block is measured in several passes over
 the list, its best pass recorded (:mod:`nagkit.latency.passes`): other work on a shared machine
 only ever slows a run down. With a calibration after it, :func:`spread_block_pass` adds a pass
-after the calibration networks' conversions and one after their passes (decisions 29). Without
-``out``, the table goes to
+after the calibration networks' conversions and one after their passes (decisions 29). Under a
+time budget (:mod:`nagkit.latency.budget`, decisions 40) every pass after the first, and each of
+those spread passes, measures only the blocks the time left allows, most expected error first.
+Without ``out``, the table goes to
 ``latency_tables/<model>-<runtime>-<space>.json`` (:func:`default_table_path`).
 """
 
