@@ -31,19 +31,22 @@ __all__ = ["build", "check", "generate", "profile"]
 def profile(device: Any, *, space: str | None = None, resolutions: Sequence[int] | None = None,
             out: str | Path | None = None, benchmark_binary: str | None = None, resume: bool = False,
             force: bool = False, calibrate: int = 0, cache_dir: str | Path | None = None, jobs: int | None = None,
-            progress: bool = False, precision: str = "fp32", block_passes: int | None = None):
+            progress: bool = False, precision: str = "fp32", block_passes: int | None = None,
+            time_budget: float | str | None = "default"):
     """Measure ``device`` (a spec such as ``"adb:SERIAL"`` or ``"cpu"``, a profile, or an open
     device) block by block into a latency table, as ``nagkit profile`` does: the device is
     checked first, a phone measures while the host converts; ``precision="int8"`` times every
     block quantized (an int8 table); ``block_passes``: passes over the blocks, the best of each
-    recorded (default 3 on this machine's CPU, 1 on a phone). Returns the
+    recorded (default 3 on this machine's CPU, 1 on a phone); ``time_budget``: seconds or text
+    such as ``"10m"`` (default: 10 minutes on this machine's CPU, none on a phone; ``"none"``: no
+    budget), planned before any conversion and refused when below the minimum. Returns the
     :class:`~nagkit.latency.profiler.ProfileResult` (``.out`` the table's path, ``.table``)."""
     from nagkit.app.profile import ProfileOptions, run_profile
 
     result, _, _ = run_profile(device, ProfileOptions(
         space=space, resolutions=resolutions, out=out, benchmark_binary=benchmark_binary, resume=resume, force=force,
         cache_dir=cache_dir, jobs=jobs, progress=progress, calibrate=calibrate, precision=precision,
-        block_passes=block_passes, command="nagkit.profile()"))
+        block_passes=block_passes, command="nagkit.profile()", time_budget=time_budget))
     return result
 
 

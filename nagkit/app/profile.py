@@ -2,7 +2,9 @@
 
 What the command adds to :func:`nagkit.latency.profiler.profile`: the defaults (the default
 workspace's space, every resolution of it, ``latency_tables/<model>-<runtime>-<space>.json``),
-opening the device with ``--benchmark-binary``, and the optional calibration afterwards.
+opening the device with ``--benchmark-binary``, the optional calibration afterwards, and the time
+budget the whole of it keeps to (``--time-budget``: :mod:`nagkit.latency.budget`), whose record
+goes into the table's provenance (``time_budget``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ class ProfileOptions:
     ``precision``: ``fp32``, ``int8`` (blocks and networks quantized, an int8 table) or ``fp16``
     (tflite devices: float16 weights, an fp16 table);
     ``block_passes``: passes over the blocks, the best recorded (default: 3 on this machine's
-    CPU, 1 on a phone; :mod:`nagkit.latency.passes`)."""
+    CPU, 1 on a phone; :mod:`nagkit.latency.passes`);
+    ``time_budget``: the time the whole profile keeps to, calibration included: seconds or text
+    (``"10m"``, ``"1h30m"``), ``"default"`` (10 minutes on this machine's CPU, no budget on a
+    phone or GPU) or ``"none"`` (:mod:`nagkit.latency.budget`)."""
 
     space: str | None = None
     resolutions: Sequence[int] | None = None
@@ -46,6 +51,7 @@ class ProfileOptions:
     precision: str = "fp32"
     block_passes: int | None = None
     command: str | None = None
+    time_budget: float | str | None = "default"
 
 
 def default_space_name() -> str:
@@ -101,14 +107,21 @@ def open_device(spec, benchmark_binary: str | None = None):
 
 
 def run_profile(device, options: ProfileOptions = ProfileOptions(), *,
-                on_start: Callable[[Path, Mapping[str, Any], Any, list[int]], None] | None = None):
+                on_start: Callable[[Path, Mapping[str, Any], Any, list[int]], None] | None = None,
+                budget=None):
     """Profile ``device`` (a spec or an open device, closed at the end only when opened here).
     Returns ``(ProfileResult, table, calibration)``: the table calibrated when asked, and the
     calibration's result (:class:`nagkit.latency.validate` ``calibrate``; None without one). ``on_start(out, facts,
-    space, resolutions)`` runs once the device has been checked, before any conversion."""
+    space, resolutions)`` runs once the device has been checked, before any conversion.
+    ``budget``: a :class:`~nagkit.latency.budget.TimeBudget` to use instead of one made from
+    ``options.time_budget`` (tests give one with their own clock and rates)."""
+    from nagkit.latency.budget import TimeBudget
     from nagkit.latency.profiler import profile
+    from nagkit.progress import progress_note, say
 
     o = options
+    if budget is None:  # a bad budget: refused first, before anything is opened or written
+        budget = TimeBudget(o.time_budget, **({"say": say} if o.progress else {}))
     if isinstance(o.calibrate, int) and 0 < o.calibrate < MIN_NETWORKS:  # refused before any block is measured
         raise BadInputError(f"--calibrate {o.calibrate}: a calibration needs at least {MIN_NETWORKS} measured "
                             "networks (one scale and offset, checked leave-one-out)",
@@ -128,32 +141,98 @@ def run_profile(device, options: ProfileOptions = ProfileOptions(), *,
     dev = open_device(device, o.benchmark_binary)
     start = None if on_start is None else (lambda out, facts: on_start(out, facts, sp, res))
     try:
-        result = profile(dev, sp, res, o.out, resume=o.resume, force=o.force, cache_dir=o.cache_dir,
-                         progress=o.progress, command=o.command, jobs=o.jobs, on_start=start,
-                         precision=o.precision, passes=o.block_passes)
-        table, cal = result.table, None
-        if o.calibrate:  # None or 0: no calibration; "default": the default count
-            from nagkit.latency.validate import calibrate
+        nets = _calibration_networks(dev, sp, res, o)
+        with progress_note(budget.note if o.progress else None):
+            result = profile(dev, sp, res, o.out, resume=o.resume, force=o.force, cache_dir=o.cache_dir,
+                             progress=o.progress, command=o.command, jobs=o.jobs, on_start=start,
+                             precision=o.precision, passes=o.block_passes, budget=budget,
+                             networks=None if nets is None else nets[1])
+            table, cal = result.table, None
+            if nets is not None:
+                table, cal = _calibrate(dev, sp, res, o, result, nets, budget)
+        table = _with_budget_record(table, cal, budget)
+        table.save(result.out)
+        budget.remember()  # with the networks' rates too
+        from nagkit.latency.table import LatencyTable
 
-            spread = None
-            if (result.table.provenance.get("passes_asked") or 1) > 1:  # blocks timed on this machine's CPU
-                from nagkit.latency.profiler import spread_block_pass
-
-                def spread(when: str):
-                    return spread_block_pass(dev, sp, result.out, when=when, cache_dir=o.cache_dir,
-                                             progress=o.progress)
-            cal = calibrate(table, dev, sp, None if o.calibrate == DEFAULT_COUNT else o.calibrate,
-                            seed=o.calibrate_seed, resolutions=res, cache_dir=o.cache_dir, progress=o.progress,
-                            jobs=o.jobs, block_pass=spread)
-            if spread is not None:  # the table the spread passes rebuilt, which the fit was made on (decisions 29)
-                from nagkit.latency.table import LatencyTable
-
-                table = LatencyTable.load(result.out)
-            table = cal.apply(table)
-            table.save(result.out)
-            result.table = table
+        result.table = table = LatencyTable.load(result.out)
     finally:
         if dev is not device:
             dev.close()
     return result, table, cal
 
+
+def _calibration_networks(dev, sp, res, o: ProfileOptions):
+    """(the calibration's archs as asked, the budget's network plan), or None without ``--calibrate``.
+    The first n of the archs are the archs of a calibration of n (they are drawn in sequence)."""
+    if not o.calibrate:  # None or 0: no calibration; "default": the default count
+        return None
+    from nagkit.latency.budget import NetworkPlan
+    from nagkit.latency.calibration import DEFAULT_NETWORKS
+    from nagkit.latency.validate import NETWORK_PASSES, NetworkCache, random_archs
+
+    wanted = DEFAULT_NETWORKS if o.calibrate == DEFAULT_COUNT else int(o.calibrate)
+    archs = random_archs(sp, wanted, o.calibrate_seed, res)  # too many for the space: refused before any work
+    uncached = set(NetworkCache(dev.model_format, o.cache_dir, o.precision).uncached(sp, archs))
+    return archs, NetworkPlan(wanted, MIN_NETWORKS, NETWORK_PASSES, len(uncached) / wanted,
+                              lambda n: sum(1 for a in archs[:n] if a in uncached))
+
+
+def _calibrate(dev, sp, res, o: ProfileOptions, result, nets, budget):
+    """The calibration after the blocks, with as many networks and passes as the budget leaves
+    (:meth:`~nagkit.latency.budget.TimeBudget.choose_networks`); ``(table, None)`` when not even
+    the minimum fits any more."""
+    from nagkit.latency.validate import calibrate
+
+    table = result.table
+    archs, plan = nets
+    n, passes = budget.choose_networks(plan)
+    if n == 0:
+        import logging
+
+        logging.getLogger("nagkit.latency").warning(
+            "calibration left out: the time budget has no room left for %d networks; the table keeps its raw "
+            "block sums (rerun with --resume and a larger --time-budget to calibrate it)", MIN_NETWORKS)
+        return table, None
+    if n < len(archs):
+        budget.say(f"calibration: {n} of {len(archs)} networks, {passes} pass(es), as the time budget allows")
+    spread = None
+    if (result.table.provenance.get("passes_asked") or 1) > 1:  # blocks timed on this machine's CPU
+        from nagkit.latency.profiler import spread_block_pass
+
+        def spread(when: str):
+            return spread_block_pass(dev, sp, result.out, when=when, cache_dir=o.cache_dir, progress=o.progress,
+                                     budget=budget)
+    count = None if o.calibrate == DEFAULT_COUNT and n == plan.wanted else n  # None: the default count
+    cal = calibrate(table, dev, sp, count, seed=o.calibrate_seed, resolutions=res, cache_dir=o.cache_dir,
+                    progress=o.progress, jobs=o.jobs, block_pass=spread, passes=passes, budget=budget)
+    if spread is not None:  # the table the spread passes rebuilt, which the fit was made on (decisions 29)
+        from nagkit.latency.table import LatencyTable
+
+        table = LatencyTable.load(result.out)
+    budget.close("spread block passes")
+    return cal.apply(table), cal
+
+
+def _with_budget_record(table, cal, budget):
+    """``table`` with the budget's record in its provenance (``time_budget``): what was done and
+    skipped, the held-out fidelity the calibration reached, the noise verdict, what more time buys."""
+    from dataclasses import replace
+
+    from nagkit.latency.calibration import NOISE_LIMIT_PCT, block_noise_warning
+    from nagkit.latency.passes import statistic_sd
+
+    fid = None
+    if cal is not None:
+        ho = cal.record["held_out"]
+        pre = "calibrated" if cal.adopted else "raw"
+        fid = {"held_out": ho["method"], "adopted": cal.adopted, "within_5pct": ho[f"{pre}_within_5pct"],
+               "within_10pct": ho.get(f"{pre}_within_10pct"), "mape": ho[f"{pre}_mape"]}
+    bp = table.provenance.get("block_passes") or {}
+    sd = statistic_sd(bp.get("noise"))
+    blocks = block_noise_warning(bp) or (
+        "blocks measured once: their noise is not known" if sd is None else
+        f"blocks: the best of a block's passes varies by {sd:.1f}% (1 sd; limit {NOISE_LIMIT_PCT}%): quiet enough")
+    verdict = {"blocks": blocks, "networks": ((cal.record.get("verdict") or {}).get("text") if cal else None)}
+    rec = budget.record(fidelity=fid, noise_verdict=verdict)
+    return replace(table, provenance={**table.provenance, "time_budget": rec}, _cache={})

@@ -110,6 +110,7 @@ def show_cmd(lut_path: str, as_json: bool) -> None:
     table = LatencyTable.load(lut_path)
     s = table.summary()
     s["fidelity"] = table.provenance.get("fidelity")  # the held-out check of `--calibrate` / `lut calibrate`
+    s["time_budget"] = table.provenance.get("time_budget")  # what `nagkit profile --time-budget` reached
     kinds = Counter(split_scope(k)[1].split("-")[0] for k in table.entries)
     s["entries_by_kind"] = dict(sorted(kinds.items()))
     try:
@@ -147,6 +148,10 @@ def show_cmd(lut_path: str, as_json: bool) -> None:
             lines.append(f"calibration {describe_calibration(c)}")
         else:
             lines.append("calibration none (predictions are raw block sums)")
+        if r.get("time_budget"):
+            from nagkit.latency.budget_text import budget_lines
+
+            lines.extend(f"profile    {ln}" if i == 0 else ln for i, ln in enumerate(budget_lines(r["time_budget"])))
         if r.get("fidelity"):
             lines.append(f"fidelity   {describe_fidelity(r['fidelity'])}")
         return "\n".join(lines)
@@ -290,19 +295,30 @@ _DEFAULT_COUNT = "default"  # nagkit.app.profile.DEFAULT_COUNT (not imported: th
               help="Measure every block in N passes over the list and keep its best pass (load elsewhere only "
                    "slows a run down); blocks whose best no other pass confirms within 3% get up to 4 more. "
                    "Default: 3 on this machine's CPU, 1 on a phone.")
+@click.option("--time-budget", "time_budget", default=None, metavar="DURATION",
+              help="The time the whole profile keeps to, calibration included: 10m, 90s, 1h30m or seconds. "
+                   "Conversions and one pass over the blocks are required (a budget below them is refused "
+                   "before anything is written, naming the minimum); further passes and calibration networks "
+                   "run while the time left allows, those that move typical networks' predictions most first. "
+                   "Default: 10m on this machine's CPU, none on a phone or GPU; `none`: no budget.")
 @cache_option
 @jobs_option
 @progress_option
 @json_option
 @verbosity_option
 def profile(device_spec, space_name, res_text, out, benchmark_binary, resume, force, n_cal, calibrate_seed,
-            precision, block_passes, cache_dir, jobs, progress, as_json) -> None:
+            precision, block_passes, time_budget, cache_dir, jobs, progress, as_json) -> None:
     """Measure every unique block of a space on a device into a latency table (resumable).
 
     The device is contacted first (a missing phone or benchmark_model fails in seconds); on a
     phone the host converts blocks while the phone measures those already converted."""
     from nagkit.app.profile import ProfileOptions, run_profile
     from nagkit.cli.options import log
+    from nagkit.latency.budget_text import parse_time_budget
+
+    budget = "default" if time_budget is None else parse_time_budget(time_budget)  # bad: one line, exit 2
+    if budget is None:
+        budget = "none"
 
     def started(path, facts, sp, res) -> None:
         from nagkit.latency.blocks import unique_layers
@@ -319,7 +335,8 @@ def profile(device_spec, space_name, res_text, out, benchmark_binary, resume, fo
     result, table, cal_result = run_profile(device_spec, ProfileOptions(
         space=space_name, resolutions=_resolutions_text(res_text), out=out, benchmark_binary=benchmark_binary,
         resume=resume, force=force, cache_dir=cache_dir, jobs=jobs, progress=progress, calibrate=n_cal, calibrate_seed=calibrate_seed,
-        precision=precision, block_passes=block_passes, command=_command_line()), on_start=started)
+        precision=precision, block_passes=block_passes, command=_command_line(), time_budget=budget),
+        on_start=started)
     d = result.to_dict()
     d["calibration"] = table.calibration.to_dict() if table.calibration else None
     if d["calibration"]:
@@ -342,6 +359,10 @@ def profile(device_spec, space_name, res_text, out, benchmark_binary, resume, fo
                          f"{sd or 0:.2f}%; {len(bp.get('unconfirmed_blocks') or [])} block(s) unconfirmed within 3%")
         if r["noisy"]:
             lines.append(f"warning: {len(r['noisy'])} block(s) stayed noisy (IQR/median above target)")
+        if r.get("time_budget"):
+            from nagkit.latency.budget_text import budget_lines
+
+            lines.extend(budget_lines(r["time_budget"]))
         c = r["calibration"]
         if c:
             lines.append(f"calibration: {describe_calibration(c)}")

@@ -16,7 +16,7 @@ import hashlib
 import logging
 import os
 from dataclasses import asdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -149,13 +149,15 @@ class BlockCache:
         self.misses += n
         self.hits -= n
 
-    def prepare(self, layers: dict[str, LayerSpec], jobs: int | None = None, progress: bool = True) -> None:
+    def prepare(self, layers: dict[str, LayerSpec], jobs: int | None = None, progress: bool = True,
+                on_each: Callable[[], None] | None = None) -> None:
         """Convert every block of ``layers`` that is not cached yet, ``jobs`` processes at once
-        (before any timing starts, so conversions never disturb measurements)."""
+        (before any timing starts, so conversions never disturb measurements); ``on_each()`` after
+        each one (a time budget counts them as they come)."""
         tasks = self.tasks(layers)
         if not tasks:
             return
-        convert_many(tasks, jobs=self.jobs_for(jobs), progress=progress, label="convert blocks")
+        convert_many(tasks, jobs=self.jobs_for(jobs), progress=progress, label="convert blocks", on_each=on_each)
         self.converted(len(tasks))
 
     def info(self) -> dict[str, Any]:
@@ -204,17 +206,34 @@ def default_jobs() -> int:
 
 
 def convert_many(tasks: list[tuple], jobs: int | None = None, progress: bool = True,
-                 label: str = "convert") -> None:
-    """Run conversion tasks in ``jobs`` worker processes (in this process when jobs == 1)."""
+                 label: str = "convert", on_each: Callable[[], None] | None = None,
+                 keep_going: Callable[[], bool] | None = None) -> int:
+    """Run conversion tasks in ``jobs`` worker processes (in this process when jobs == 1);
+    ``on_each()`` as each one finishes. With ``keep_going``, asked after each one, a ``False``
+    stops the rest (the workers are stopped; a model half written is never left under its name).
+    Returns how many were converted."""
     from nagkit.latency.convert_pool import ConversionPool
     from nagkit.progress import progress_bar
 
     jobs = min(jobs or default_jobs(), len(tasks))
+    each = on_each or (lambda: None)
+    go = keep_going or (lambda: True)
+    n = 0
     with progress_bar(progress, len(tasks), 0, label, "convert") as advance:
         if jobs <= 1:
             for t in tasks:
-                advance(Path(convert_task(t)).name)
-            return
+                if n and not go():
+                    break
+                name = Path(convert_task(t)).name
+                n += 1
+                each()
+                advance(name)
+            return n
         with ConversionPool(tasks, jobs) as pool:
             for path in pool:
+                n += 1
+                each()
                 advance(Path(path).name)
+                if n < len(tasks) and not go():
+                    break
+    return n

@@ -329,6 +329,7 @@ def calibrate_measured(table: LatencyTable, space: SearchSpace, archs: Sequence[
             "calibrated_within_10pct": d["loo_within_10pct"],
             "calibrated_mean_signed_error_pct": d["loo_mean_signed_error_pct"],
             "raw_mape": float(np.abs(raw_err).mean()), "raw_within_5pct": float(np.mean(np.abs(raw_err) <= 5)),
+            "raw_within_10pct": float(np.mean(np.abs(raw_err) <= 10)),
             "raw_mean_signed_error_pct": float(raw_err.mean())}
     adopted = held["calibrated_mape"] < held["raw_mape"]
     reason = None if adopted else (

@@ -18,8 +18,10 @@ a device that measures on this machine's CPU, every conversion finishes before t
 so conversions never disturb measurements, and every block is measured in several passes over
 the list, its best pass recorded (:mod:`nagkit.latency.passes`): other work on a shared machine
 only ever slows a run down. With a calibration after it, :func:`spread_block_pass` adds a pass
-after the calibration networks' conversions and one after their passes (decisions 29). Without
-``out``, the table goes to
+after the calibration networks' conversions and one after their passes (decisions 29). Under a
+time budget (:mod:`nagkit.latency.budget`, decisions 40) every pass after the first, and each of
+those spread passes, measures only the blocks the time left allows, most expected error first.
+Without ``out``, the table goes to
 ``latency_tables/<model>-<runtime>-<space>.json`` (:func:`default_table_path`).
 """
 
@@ -39,6 +41,8 @@ from nagkit.devices.base import prepare_device
 from nagkit.errors import ArtifactError, BadInputError, DeviceError, short_repr
 from nagkit.io import check_out_path
 from nagkit.latency.blocks import BlockCache, check_format_precision, default_jobs, unique_layers
+from nagkit.latency.budget import (RATES_FILE, NetworkPlan, TimeBudget, block_priority, block_weights, by_priority,
+                                   rates_key, remembered_rates)
 from nagkit.latency.journal import Journal, check_journal_matches, device_identity, journal_lock, journal_path
 from nagkit.latency.progress import progress_bar
 from nagkit.latency.table import LatencyTable, stats_problem, utc_now
@@ -78,7 +82,8 @@ class ProfileResult:
                 "precision": self.table.precision,
                 "resolutions": list(self.table.resolutions),
                 "noisy": self.table.provenance.get("noisy_blocks", []),
-                "passes": self.table.provenance.get("block_passes")}
+                "passes": self.table.provenance.get("block_passes"),
+                "time_budget": self.table.provenance.get("time_budget")}
 
 
 Progress = Callable[[str, int, int], None]
@@ -106,7 +111,8 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
             resume: bool = False, force: bool = False, cfg=None, cache_dir: str | Path | None = None,
             progress: bool = True, command: str | None = None, jobs: int | None = None,
             on_start: Callable[[Path, Mapping[str, Any]], None] | None = None,
-            precision: str = "fp32", passes: int | None = None, extra_passes: int | None = None) -> ProfileResult:
+            precision: str = "fp32", passes: int | None = None, extra_passes: int | None = None,
+            budget: TimeBudget | None = None, networks: NetworkPlan | None = None) -> ProfileResult:
     """Measure every unique block of ``space`` at ``resolutions`` on ``device`` into ``out``
     (default :func:`default_table_path`); see the module doc. ``on_start(out, facts)`` is
     called once the device has been checked, before any conversion. ``precision="int8"``:
@@ -118,8 +124,16 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
     best pass (:mod:`nagkit.latency.passes`), with up to ``extra_passes`` more passes over the
     blocks no other pass confirms. Default: :data:`~nagkit.latency.passes.PASSES` (and
     ``BLOCK_EXTRA_PASSES``) on a device that measures on this machine's CPU, which other work shares;
-    1 on a phone, which measures alone and whose ``benchmark_model`` runs are long."""
+    1 on a phone, which measures alone and whose ``benchmark_model`` runs are long.
+
+    ``budget``: the :class:`~nagkit.latency.budget.TimeBudget` to keep to (None: no budget, every
+    pass runs). Its minimum is checked before the journal or any conversion (a budget below it:
+    :class:`BadInputError`, nothing written); passes after the first are measured only while the
+    time left allows, block by block, largest expected error first (:mod:`nagkit.latency.budget`).
+    ``networks``: the calibration that follows (:class:`~nagkit.latency.budget.NetworkPlan`), planned
+    into the budget now so that the minimum counts it and the block passes leave it its time."""
     t0 = time.perf_counter()
+    budget = budget if budget is not None else TimeBudget(None)
     passes, extra_passes = check_passes(passes, extra_passes)
     check_format_precision(device.model_format, precision)  # before the device is contacted
     facts, on_host = prepare_device(device)  # first: fail in seconds, before any conversion
@@ -137,17 +151,28 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
         extra_passes = BLOCK_EXTRA_PASSES if passes > 1 else 0
     if on_start is not None:
         on_start(out, facts)
+    cache = BlockCache(device.model_format, cache_dir, precision)
+    budget.memory = (cache.root / RATES_FILE, rates_key(ident, platform.node()))
+    budget.resolve(on_host, device.model_format, remembered_rates(*budget.memory))
+    if networks is not None:
+        budget.plan_networks(networks, len(layers), spread=passes > 1)
+    budget.plan_blocks(len(layers), sum(not cache.cached(k) for k in layers),
+                       _missing_passes(jpath, layers, passes, resume), extra_passes)
+    budget.check_minimum()  # before the journal, the lock or any conversion: a refusal writes nothing
+    budget.announce()
     with journal_lock(jpath):
-        journal, cache, measured, resumed, n_meas = _run(device, space, layers, jpath, ident, resume, force, cfg,
-                                                         cache_dir, progress, command, jobs, pipeline=not on_host,
-                                                         passes=passes, extra_passes=extra_passes)
+        journal, measured, resumed, n_meas = _run(device, space, layers, jpath, ident, resume, force, cfg, cache,
+                                                  progress, command, jobs, pipeline=not on_host, passes=passes,
+                                                  extra_passes=extra_passes, budget=budget, res=res)
     table = build_table(device, space, res, journal, layers, provenance_extra={
         "journal": str(jpath), "block_cache": cache.info(), "command": command,
         "measure_config": cfg.to_dict() if cfg is not None else "device default",
         "measured_this_run": len(measured), "measurements_this_run": n_meas,
         "resumed_from_journal": len(resumed), "passes_asked": passes, "extra_passes_asked": extra_passes,
-        "pipelined": not on_host, "elapsed_s": round(time.perf_counter() - t0, 3)}, precision=precision)
+        "pipelined": not on_host, "elapsed_s": round(time.perf_counter() - t0, 3),
+        "time_budget": budget.record()}, precision=precision)
     table.save(out)
+    budget.remember()  # the rates observed, for the next plan of this device here
     from nagkit.latency.calibration import block_noise_warning
 
     if (warning := block_noise_warning(table.provenance.get("block_passes"))) is not None:
@@ -179,10 +204,22 @@ def _open_journal(jpath: Path, ident, space, resume: bool, force: bool, command)
         "created": utc_now(), "command": command})
 
 
-def _run(device, space, layers, jpath: Path, ident, resume: bool, force: bool, cfg, cache_dir, progress: bool,
-         command, jobs, pipeline: bool = False, passes: int = 1, extra_passes: int = 0):
+def _missing_passes(jpath: Path, layers, passes: int, resume: bool) -> list[int]:
+    """How many blocks lack a pass 1, 2, ... ``passes`` (a journal resumed: its passes count)."""
+    have: dict[str, int] = {}
+    if resume and jpath.is_file() and b"\n" in jpath.read_bytes():
+        try:
+            have = {k: len(v) for k, v in Journal.open(jpath).passes.items()}
+        except (ArtifactError, OSError):  # refused with its own message when the run opens it
+            have = {}
+    return [sum(1 for k in layers if have.get(k, 0) < p) for p in range(1, passes + 1)]
+
+
+def _run(device, space, layers, jpath: Path, ident, resume: bool, force: bool, cfg, cache: BlockCache,
+         progress: bool, command, jobs, pipeline: bool = False, passes: int = 1, extra_passes: int = 0,
+         budget: TimeBudget | None = None, res=None):
+    budget = budget if budget is not None else TimeBudget(None)
     journal = _open_journal(jpath, ident, space, resume, force, command)
-    cache = BlockCache(device.model_format, cache_dir, ident.get("precision", "fp32"))
     todo = [(k, l) for k, l in layers.items() if k not in journal.blocks]
     resumed = [k for k in layers if k in journal.blocks]
     if resumed:
@@ -190,8 +227,11 @@ def _run(device, space, layers, jpath: Path, ident, resume: bool, force: bool, c
     measured: list[str] = []
     count = [0]
 
-    def measure(key: str, layer: LayerSpec, advance, note: str = "", pass_no: int = 1) -> None:
+    def measure(key: str, layer: LayerSpec, advance, note: str = "", pass_no: int = 1,
+                phase: str = "block pass 1") -> None:
+        t1 = budget.clock()
         _measure_into(journal, device, cache, key, layer, cfg, pass_no)
+        budget.done(phase, 1, budget.clock() - t1)
         count[0] += 1
         if pass_no == 1:
             measured.append(key)
@@ -199,23 +239,36 @@ def _run(device, space, layers, jpath: Path, ident, resume: bool, force: bool, c
 
     label = device.spec if passes == 1 else f"{device.spec} pass 1 of {passes}"
     if not pipeline:
-        cache.prepare(dict(todo), jobs=jobs, progress=progress)
+        uncached = [k for k in layers if not cache.cached(k)]
+        cache.prepare({k: layers[k] for k in uncached}, jobs=jobs, progress=progress,
+                      on_each=budget.ticker("convert blocks"))
+        budget.finish("convert blocks")
         with progress_bar(progress, len(layers), len(resumed), label) as advance:
             for key, layer in todo:
                 measure(key, layer, advance)
     else:
         _pipeline(cache, todo, jobs, progress, len(layers), len(resumed), label, measure)
-    _more_passes(journal, layers, measure, passes, extra_passes, progress, device.spec)
-    return journal, cache, measured, resumed, count[0]
+        budget.finish("convert blocks")
+    weights = block_weights(space, res or space.resolutions) if budget.limited and passes > 1 else {}
+    _more_passes(journal, layers, measure, passes, extra_passes, progress, device.spec, budget, weights)
+    return journal, measured, resumed, count[0]
 
 
 def _more_passes(journal: Journal, layers, measure, passes: int, extra_passes: int, progress: bool,
-                 spec) -> None:
+                 spec, budget: TimeBudget | None = None, weights: dict[str, float] | None = None) -> None:
     """Passes 2..``passes`` over every block (each a full pass over the list, so that a period of
     load elsewhere falls on one pass of a block), then up to ``extra_passes`` passes over the
     blocks whose best pass no other confirms (:mod:`nagkit.latency.passes`). Resumable: a
-    block's journalled passes count."""
+    block's journalled passes count.
+
+    Under a time budget each block of these passes is measured only if the budget allows it
+    (:meth:`~nagkit.latency.budget.TimeBudget.may_start`), and each pass takes its blocks in
+    order of expected error in a typical network (:func:`~nagkit.latency.budget.block_priority`:
+    weight × latency × gap between its fastest passes), so a pass cut short has done the blocks
+    that matter most."""
     from nagkit.latency.passes import confirmed
+
+    budget = budget if budget is not None else TimeBudget(None)
 
     def done(k: str) -> int:
         return len(journal.passes.get(k, ()))
@@ -223,22 +276,47 @@ def _more_passes(journal: Journal, layers, measure, passes: int, extra_passes: i
     def next_pass(k: str) -> int:
         return _next_pass(journal, k)
 
+    def ordered(todo):
+        if not weights:
+            return todo
+        pri = block_priority(weights, {k: [r["stats"]["median_ms"] for r in journal.passes.get(k, ())]
+                                       for k, _ in todo})
+        return [(k, layers[k]) for k in by_priority([k for k, _ in todo], pri)]
+
+    def run(phase: str, todo, adv) -> bool:
+        for key, layer in ordered(todo):
+            if not budget.may_start(phase):
+                budget.stop(phase)
+                return False
+            measure(key, layer, adv, pass_no=next_pass(key), phase=phase)
+        return True
+
+    cut = False
     for p in range(2, passes + 1):
         todo = [(k, l) for k, l in layers.items() if done(k) < p]
+        phase = "block pass 2" if p == 2 else "block pass 3+"
         if todo:
             with progress_bar(progress, len(layers), len(layers) - len(todo), f"{spec} pass {p} of {passes}") as adv:
-                for key, layer in todo:
-                    measure(key, layer, adv, pass_no=next_pass(key))
-    for e in range(1, extra_passes + 1 if passes > 1 else 1):
-        todo = [(k, l) for k, l in layers.items() if done(k) < passes + e
+                cut = not run(phase, todo, adv)
+            if cut:
+                break
+    if cut:  # the passes after a cut one: skipped for time
+        for phase in ("block pass 2", "block pass 3+", "block extra passes"):
+            budget.stop(phase)
+    for e in range(1, extra_passes + 1 if passes > 1 and not cut else 1):
+        todo = [(k, l) for k, l in layers.items() if passes <= done(k) < passes + e
                 and not confirmed([r["stats"]["median_ms"] for r in journal.passes[k]])]
         if not todo:
             break
+        # now the plan knows how many: at most every extra pass left for each of them
+        budget.grow("block extra passes", len(todo) * (extra_passes - e + 1))
         log.info("%d block(s) whose best pass is not confirmed within 3%%; measuring them again (%d of %d)",
                  len(todo), e, extra_passes)
         with progress_bar(progress, len(todo), 0, f"{spec} again ({e} of {extra_passes})") as adv:
-            for key, layer in todo:
-                measure(key, layer, adv, pass_no=next_pass(key))
+            if not run("block extra passes", todo, adv):
+                break
+    for phase in ("block pass 2", "block pass 3+", "block extra passes"):
+        budget.finish(phase)
 
 
 def _pipeline(cache: BlockCache, todo, jobs, progress: bool, total: int, done: int, label: str, measure) -> None:
@@ -281,7 +359,8 @@ def _next_pass(journal: Journal, key: str) -> int:
 
 
 def spread_block_pass(device, space: SearchSpace, out: str | Path, *, when: str, cfg=None,
-                      cache_dir: str | Path | None = None, progress: bool = True) -> LatencyTable:
+                      cache_dir: str | Path | None = None, progress: bool = True,
+                      budget: TimeBudget | None = None) -> LatencyTable:
     """One more pass over every block of the table at ``out``, journalled like the others, and the
     table rebuilt from all of its blocks' passes and saved (decisions 29).
 
@@ -290,7 +369,10 @@ def spread_block_pass(device, space: SearchSpace, out: str | Path, *, when: str,
     profile (about 20 minutes at r=224) rather than the few minutes of the block part: on the AMD
     EPYC VM a block's slow state lasted through all of its passes there (decisions 28). ``when``
     (what the pass comes after) is recorded in the table's provenance (``spread_block_passes``).
-    The table keeps its other provenance; a calibration is fitted afterwards, on the rebuilt table."""
+    The table keeps its other provenance; a calibration is fitted afterwards, on the rebuilt table.
+    Under a ``budget`` a block is measured only while it allows (phase ``spread block passes``,
+    the least important: decisions 29 calls these passes insurance), blocks of most expected error first."""
+    budget = budget if budget is not None else TimeBudget(None)
     out = Path(out)
     old = LatencyTable.load(out)
     res = list(old.resolutions)
@@ -306,15 +388,26 @@ def spread_block_pass(device, space: SearchSpace, out: str | Path, *, when: str,
                                 f"(e.g. {missing[0]})", hint="profile again with --resume")
         cache = BlockCache(device.model_format, cache_dir, old.precision)
         cache.prepare(dict(layers), progress=progress)  # a no-op when cached: no conversion while timing
+        keys = list(layers)
+        if budget.limited:
+            keys = by_priority(keys, block_priority(block_weights(space, res), {
+                k: [r["stats"]["median_ms"] for r in journal.passes[k]] for k in keys}))
+        n_done = 0
         with progress_bar(progress, len(layers), 0, f"{device.spec} block pass {when}") as adv:
-            for key, layer in layers.items():
-                _measure_into(journal, device, cache, key, layer, cfg, _next_pass(journal, key))
+            for key in keys:
+                if not budget.may_start("spread block passes"):
+                    log.info("blocks: the pass %s stopped for time after %d of %d blocks", when, n_done, len(keys))
+                    break
+                t1 = budget.clock()
+                _measure_into(journal, device, cache, key, layers[key], cfg, _next_pass(journal, key))
+                budget.done("spread block passes", 1, budget.clock() - t1)
+                n_done += 1
                 adv(key)
     log.info("blocks: one more pass %s (%.0f s)", when, time.perf_counter() - t0)
     keep = {k: v for k, v in old.provenance.items()
             if k not in ("source", "versions", "host", "argv", "noisy_blocks", "block_passes")}
     keep["spread_block_passes"] = [*old.provenance.get("spread_block_passes", []),
-                                   {"after": when, "finished": utc_now(), "blocks": len(layers),
+                                   {"after": when, "finished": utc_now(), "blocks": n_done,
                                     "elapsed_s": round(time.perf_counter() - t0, 3)}]
     table = build_table(device, space, res, journal, layers, provenance_extra=keep, precision=old.precision)
     table.save(out)

@@ -86,21 +86,30 @@ class NetworkCache:
         return self.dir / f"{space.name}-{sh}" / f"{arch}{FORMATS[self.fmt]}"
 
     def prepare(self, space: SearchSpace, archs: Sequence[Arch], seed: int = 0, jobs: int | None = None,
-                progress: bool = True) -> None:
-        """Convert the networks not cached yet, ``jobs`` processes at once, before any timing."""
+                progress: bool = True, on_each: Callable[[], None] | None = None,
+                keep_going: Callable[[], bool] | None = None) -> None:
+        """Convert the networks not cached yet, ``jobs`` processes at once, before any timing;
+        ``on_each()`` after each one; ``keep_going()`` False stops the rest (:func:`convert_many`)."""
         from nagkit.latency.blocks import convert_many
 
         if self.fmt == "torch":
             return
-        todo = [a for a in dict.fromkeys(archs) if not self._cached(self.path_for(space, a))]
+        todo = self.uncached(space, archs)
         if not todo:
             return
         self.path_for(space, todo[0]).parent.mkdir(parents=True, exist_ok=True)
         tasks = [("net", (space.to_dict(), str(a), seed), self.fmt, str(self.path_for(space, a)), self.precision)
                  for a in todo]
-        convert_many(tasks, jobs=jobs, progress=progress, label="convert networks")
-        self.misses += len(todo)
-        self.hits -= len(todo)
+        n = convert_many(tasks, jobs=jobs, progress=progress, label="convert networks", on_each=on_each,
+                         keep_going=keep_going)
+        self.misses += n
+        self.hits -= n
+
+    def uncached(self, space: SearchSpace, archs: Sequence[Arch]) -> list[Arch]:
+        """The distinct archs of ``archs`` not converted yet (none for torch: nothing to convert)."""
+        if self.fmt == "torch":
+            return []
+        return [a for a in dict.fromkeys(archs) if not self._cached(self.path_for(space, a))]
 
     @staticmethod
     def _cached(p: Path) -> bool:
@@ -130,7 +139,7 @@ NETWORK_PASSES = PASSES  # every network is measured once per pass over the whol
 def measure_networks(device, space: SearchSpace, archs: Sequence[Arch], *, cfg=None,
                      cache_dir: str | Path | None = None, progress: bool = True, label: str = "measure",
                      jobs: int | None = None, passes: int = NETWORK_PASSES, extra_passes: int = EXTRA_PASSES,
-                     precision: str = "fp32"):
+                     precision: str = "fp32", budget=None):
     """(LatencyStats per arch, info): every arch measured end to end on ``device``, the way the
     latency benchmark does it, converted at ``precision`` (a table's own: int8 networks for an int8 table).
 
@@ -141,34 +150,56 @@ def measure_networks(device, space: SearchSpace, archs: Sequence[Arch], *, cfg=N
     pass, in up to ``extra_passes`` more passes, and is marked noisy if it still is not (then its
     lowest confirmed pass counts, if any: :func:`~nagkit.latency.passes.pick`). The other
     statistics are the recorded pass's. ``info["noise"]`` is :func:`network_noise` of the passes:
-    what one pass, and the best of them, vary by here."""
+    what one pass, and the best of them, vary by here.
+
+    ``budget`` (a :class:`~nagkit.latency.budget.TimeBudget`): the conversions and pass 1 are
+    timed into it (phases ``convert networks``, ``network pass 1``); a measurement of a later pass
+    (``network passes 2+``) or an extra pass (``network extra passes``) starts only while it allows,
+    so a network may end with fewer passes than the others."""
+    from nagkit.latency.budget import TimeBudget
+
     if passes < 1 or extra_passes < 0:
         raise BadInputError(f"passes must be >= 1 and extra passes >= 0, got {passes} and {extra_passes}")
+    budget = budget if budget is not None else TimeBudget(None)
     cache = NetworkCache(device.model_format, cache_dir, precision)
-    cache.prepare(space, archs, jobs=jobs, progress=progress)
+    cache.prepare(space, archs, jobs=jobs, progress=progress, on_each=budget.ticker("convert networks"))
+    budget.finish("convert networks")
     per: list[list] = [[] for _ in archs]
 
-    def one_pass(which: list[int], advance) -> None:
+    def one_pass(which: list[int], advance, phase: str) -> bool:
         for i in which:
+            if phase != "network pass 1" and not budget.may_start(phase):
+                budget.stop(phase)
+                return False
             a = archs[i]
             model = cache.get(space, a)
             shape = (1, space.in_channels, a.r, a.r)
+            t1 = budget.clock()
             per[i].append(device.measure(model, shape, cfg) if cfg is not None else device.measure(model, shape))
+            budget.done(phase, 1, budget.clock() - t1)
             advance(str(a))
+        return True
 
+    cut = False
     with progress_bar(progress, len(archs) * passes, 0, str(device.spec), label) as advance:
-        for _ in range(passes):
-            one_pass(list(range(len(archs))), advance)
+        for p in range(passes):
+            if not one_pass(list(range(len(archs))), advance, "network pass 1" if p == 0 else "network passes 2+"):
+                cut = True
+                break
     remeasured: set[int] = set()
-    for k in range(extra_passes):
+    for k in range(0 if cut else extra_passes):
         noisy = [i for i, st in enumerate(per) if not _confirmed(st)]
         if not noisy:
             break
         log.info("%s: %d network(s) whose best pass is not confirmed; measuring them again (%d of %d)", label,
                  len(noisy), k + 1, extra_passes)
         remeasured.update(noisy)
+        budget.grow("network extra passes", len(noisy) * (extra_passes - k))  # at most, now that it is known
         with progress_bar(progress, len(noisy), 0, str(device.spec), f"{label} again") as advance:
-            one_pass(noisy, advance)
+            if not one_pass(noisy, advance, "network extra passes"):
+                break
+    for phase in ("network passes 2+", "network extra passes"):
+        (budget.stop if cut else budget.finish)(phase)
     out = [st[0] if len(st) == 1 else _combine_passes(st) for st in per]
     still = [i for i, st in enumerate(per) if not _confirmed(st)]
     noise = {**network_noise(per), "networks": len(archs), "remeasured": len(remeasured), "still_noisy": len(still),
@@ -203,7 +234,7 @@ def calibrate(table: LatencyTable, device, space: SearchSpace, n: int | None = N
               progress: bool = True, jobs: int | None = None, exclude: Sequence[Arch] = (),
               group_by: str | None = None, shrinkage: float | None = None, passes: int = NETWORK_PASSES,
               extra_passes: int = EXTRA_PASSES,
-              block_pass: Callable[[str], LatencyTable] | None = None):
+              block_pass: Callable[[str], LatencyTable] | None = None, budget=None):
     """Measure ``n`` random networks (none of ``exclude``; ``None``: the default count, what the
     default scheme needs) and fit, hold out and adopt-or-not the calibration
     (:func:`nagkit.latency.calibration.calibrate_measured`). Returns the
@@ -213,23 +244,29 @@ def calibrate(table: LatencyTable, device, space: SearchSpace, n: int | None = N
     ``block_pass(when)``, when given, measures the table's blocks once more and returns the table
     rebuilt (:func:`nagkit.latency.profiler.spread_block_pass`); it is called after the networks'
     conversions and again after their passes, and the fit is made on the table it last returned
-    (apply the result to that table, not to ``table``)."""
+    (apply the result to that table, not to ``table``). ``budget``: the
+    :class:`~nagkit.latency.budget.TimeBudget` the measurements keep to (:func:`measure_networks`)."""
     from nagkit.latency.calibration import DEFAULT_GROUP_BY, DEFAULT_SHRINKAGE, calibrate_measured, plan_calibration
     from nagkit.latency.table import utc_now
 
     res = resolutions or _table_res(table, space)
     plan = plan_calibration(table, space, n, group_by or DEFAULT_GROUP_BY, res)
-    for note in plan.notes:
-        log.warning("calibration: %s", note)
     archs = random_archs(space, plan.n, seed, res, exclude=exclude)
     table.predict_many(space, archs, calibrated=False)  # fail on a missing key before measuring
+    if budget is not None:  # converted while the budget allows (never fewer than the minimum), then measured
+        archs = budget.convert_networks(NetworkCache(device.model_format, cache_dir, table.precision), space, archs,
+                                        jobs=jobs, progress=progress, passes=passes)
+        if len(archs) < plan.n:
+            plan = plan_calibration(table, space, len(archs), group_by or DEFAULT_GROUP_BY, res)
+    for note in plan.notes:
+        log.warning("calibration: %s", note)
     if block_pass is not None:
         NetworkCache(device.model_format, cache_dir, table.precision).prepare(space, archs, jobs=jobs,
                                                                               progress=progress)
         table = block_pass("after the calibration networks' conversions")
     stats, cinfo = measure_networks(device, space, archs, cfg=cfg, cache_dir=cache_dir, progress=progress,
                                     label="calibrate", jobs=jobs, passes=passes, extra_passes=extra_passes,
-                                    precision=table.precision)
+                                    precision=table.precision, budget=budget)
     meas = np.array([s.median_ms for s in stats])
     if block_pass is not None:
         table = block_pass("after the calibration networks' passes")
@@ -373,6 +410,7 @@ def validation_report(table: LatencyTable, space: SearchSpace, archs: Sequence[A
         "verdict": verdict((fidelity(calp, meas) if calp is not None else fidelity(raw, meas))["within_5pct"],
                            (cinfo or {}).get("noise"), level, other_cpu, device),
         "network_cache": cinfo, "archs": rows,
+        "profile_budget": table.provenance.get("time_budget"),  # what the profile said it reached
     }
 
 
@@ -407,6 +445,12 @@ def report_text(r: dict[str, Any]) -> str:
                         if lv.get("at_table_level") else ""))
     if r.get("other_cpu"):
         lines.append(f"machine    {r['other_cpu']}")
+    pb = r.get("profile_budget")
+    if pb:  # the profile's own claim, beside what was measured now
+        from nagkit.latency.budget_text import budget_lines
+
+        fid = next((ln for ln in budget_lines(pb) if ln.startswith("reached")), None)
+        lines.append(f"profiled   {budget_lines(pb)[0]}" + (f"; it {fid[len('reached    '):]}" if fid else ""))
     lines.append(("" if r["verdict"]["meets_5pct"] else "WARNING: ") + r["verdict"]["text"])
     if r.get("plot"):
         lines.append(f"plot -> {r['plot']}")
