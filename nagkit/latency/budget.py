@@ -419,11 +419,12 @@ class TimeBudget:
 
     # -- output -------------------------------------------------------------------------------
     def note(self) -> str:
-        """The run's place against the budget, for every progress line."""
-        eta = self.eta_s()
+        """The run's place against the budget, for every progress line; nothing without a budget
+        (a phone's conversions overlap its measurements, which the forecast does not model, so
+        its "left" would be wrong; each progress line keeps its own phase's eta)."""
         if not self.limited:
-            return f"run {fmt_s(self.elapsed())}, about {fmt_s(eta)} left"
-        return f"run {fmt_s(self.elapsed())} of {fmt_s(self.budget_s)}, about {fmt_s(eta)} left"
+            return ""
+        return f"run {fmt_s(self.elapsed())} of {fmt_s(self.budget_s)}, about {fmt_s(self.eta_s())} left"
 
     def plan_text(self) -> str:
         """The plan in one log line: what will run, what the budget leaves out."""
