@@ -7,6 +7,7 @@ search's) and records them in the artifacts.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -68,9 +69,12 @@ def _train_locked(ws, path: Path, progress: Progress | None, log: Callable[[str]
             + (f" ({plan['carried']} accuracies carried over from another latency table)" if plan["carried"] else "")
             + f"; up to {plan['cap']} new accuracy queries")
     queried = JournaledSource(source, journal, tag)
+    search_fc = fc
+    if plan["carried"] and fc.method == "surrogate":  # re-targeted: the search for carried archives (decisions 41)
+        search_fc = dataclasses.replace(fc, active=fc.retarget)
     trained = train_models(ws.space, ws.latency_table, archs, acc, budgets=ws.budgets,
                            evaluator_cfg=ws.evaluator_config, generator_cfg=ws.generator_config,
-                           frontier_cfg=fc, surrogate_cfg=ws.surrogate_config,
+                           frontier_cfg=search_fc, surrogate_cfg=ws.surrogate_config,
                            source=None if plan["cap"] == 0 else queried, progress=progress, query_cap=plan["cap"])
     rep = trained.report
     new = rep["frontier"]["queries"] + rep["refinement"]["queries"]
@@ -81,7 +85,8 @@ def _train_locked(ws, path: Path, progress: Progress | None, log: Callable[[str]
     prov = {"workspace": ws.name, "dataset": str(path), "dataset_sha256": sha256_file(path), "dataset_rows": len(ds),
             "dataset_header": {k: ds.header.get(k) for k in ("space", "seed", "accuracy_source")},
             "latency_table": table_prov, "seed": ws.seed, "budgets": config_to_dict(ws.budgets),
-            "frontier": config_to_dict(fc), "surrogate": config_to_dict(ws.surrogate_config),
+            "frontier": config_to_dict(fc), "frontier_search": "retarget" if search_fc is not fc else "active",
+            "surrogate": config_to_dict(ws.surrogate_config),
             "accuracy_queries": queries}
     header = make_header(ws.space, table_prov, source.provenance(), ws.seed)
     header["sampling"] = ("frontier archive: the archs among the generator's imitation_top most accurate of the "
@@ -94,6 +99,7 @@ def _train_locked(ws, path: Path, progress: Progress | None, log: Callable[[str]
     return {"evaluator": str(paths["evaluator"]), "generator": str(paths["generator"]),
             "archive": str(paths["archive"]), "queries_journal": str(journal.path), "range_ms": rep["range_ms"],
             "grid_ms": rep["grid_ms"], "seconds": rep["seconds"], "accuracy_queries": queries,
+            "frontier_search": {"kind": prov["frontier_search"], "rounds": rep["frontier"]["rounds"]},
             "evaluator_kind": ev.get("kind", "learned"), "holdout": ev.get("holdout", {}),
             "frontier_fit": ev.get("frontier_fit", {}),
             "archive_rows": rep["archive_rows"], "training_rows": rep["training_rows"]}

@@ -153,6 +153,18 @@ class ActiveConfig:
 
 
 @dataclass(frozen=True)
+class RetargetConfig(ActiveConfig):
+    """The frontier search of a training that starts from accuracies carried over from another
+    latency table (``[frontier.retarget]``; decisions 41). Its archive sits on the other table's
+    frontier, so its rounds are smaller (12 budgets x 2 picks: ~41 rounds, and as many refits,
+    for 1,000 queries instead of 5) and its populations evolve twice as long on the surrogate
+    before a query is spent."""
+
+    budgets: int = 12
+    generations: int = 12
+
+
+@dataclass(frozen=True)
 class FrontierConfig(SearchConfig):
     """Training-time frontier search over the whole latency range, within the training's query
     budget: ``total_queries`` in all, the dataset included, for a training from scratch; a
@@ -160,7 +172,8 @@ class FrontierConfig(SearchConfig):
     --latency-table T``) spends at most ``retarget_queries`` new ones. ``queries = -1`` spends
     what the budget leaves after the dataset; ``queries = 0`` makes no query (the dataset alone).
 
-    ``method = "surrogate"`` (v3, the default): :class:`ActiveConfig`. ``method = "guided"``
+    ``method = "surrogate"`` (v3, the default): :class:`ActiveConfig`, or :class:`RetargetConfig`
+    for a training from carried accuracies. ``method = "guided"``
     (v2, for the ablations): the accuracy-guided local search of :mod:`nagkit.nag.guided` at
     ``budgets`` budgets per round with a local ridge screen, then refinement (``refine_rounds``):
     at ``refine_budgets`` budgets the generator's ``refine_samples`` samples are ranked by the
@@ -172,6 +185,7 @@ class FrontierConfig(SearchConfig):
     total_queries: int = 5_010  # dataset + frontier search: one-tenth of OFA's evolution for one budget
     retarget_queries: int = 1_000
     active: ActiveConfig = field(default_factory=ActiveConfig)
+    retarget: RetargetConfig = field(default_factory=RetargetConfig)
     budgets: int = 20
     refine_rounds: int = 0
     refine_budgets: int = 200
@@ -186,10 +200,12 @@ MIN_QUERIES = 500  # a training that queries its source needs at least this many
 
 @dataclass(frozen=True)
 class InferenceConfig:
-    """Zero-query generation: ``samples`` archs from pi(.|B) (plus the greedy one), ranked by the
+    """Zero-query generation: ``samples`` archs from pi(.|B) (plus the greedy one) and the frontier
+    archive's ``archive`` most accurate archs within B (queried in training), ranked by the
     evaluator. ``search.queries > 0`` adds an accuracy-guided search per budget (counted)."""
 
     samples: int = 50  # the decode costs ~0.1 ms per sample; quality flat from 32 to 200 (decisions 17)
+    archive: int = 3  # the frontier archive's most accurate archs within B join the samples (decisions 41)
     temperature: float = 1.0
     search: SearchConfig = field(default_factory=SearchConfig)
 
@@ -212,7 +228,7 @@ _RANGES: dict[str, tuple[float, float]] = {  # inclusive bounds of numeric field
     "reward_coef": (-100.0, 100.0), "queries": (-1, 100_000_000), "parents": (1, 100_000),
     "children": (1, 1_000_000), "screen": (1, 1000), "max_changes": (1, 100), "res_step": (-1000, 1000),
     "repair": (0, 1000), "crossover": (0.0, 1.0), "window": (0.0, 1.0), "rounds": (0, 100_000),
-    "total_queries": (0, 1_000_000_000), "budgets": (1, 10_000), "samples": (1, MAX_SAMPLES),
+    "total_queries": (0, 1_000_000_000), "budgets": (1, 10_000), "samples": (1, MAX_SAMPLES), "archive": (0, 1000),
     "temperature": (1e-3, 100.0), "refine_rounds": (0, 1000), "refine_budgets": (1, 100_000),
     "refine_samples": (1, 100_000), "refine_top": (1, 1000), "refine_epochs": (0, 100_000),
     "refine_imitation": (0, 10_000_000), "min_ms": (0.0, 1e9), "max_ms": (0.0, 1e9), "seed": (0, SEED_MAX),

@@ -45,7 +45,7 @@ from nagkit.nag.constraints import Constraints, Limits, report
 from nagkit.nag.generator import sample_archs
 from nagkit.nag.guided import GuidedSearch, run_guided
 from nagkit.space.arch import Arch
-from nagkit.space.decisions import Decisions, Pool, dedupe
+from nagkit.space.decisions import Decisions, Pool, concat, dedupe
 from nagkit.space.resources import SlotResources
 
 CANDIDATES = 20  # ranked candidates kept per budget (build falls back along them)
@@ -194,6 +194,9 @@ class NagModel:
         s = budget_seed(seed, b)
         dec, _ = sample_archs(self.generator, [b], n + 1, s, temperature=self.inference.temperature, greedy=True,
                               limits=cons.tensors() if cons is not None else None)
+        known = self._known_candidates(b, cons)
+        if len(known):
+            dec = concat(dec, known)
         lat = self.latency(dec)
         keep = dedupe(self.space, dec)
         keep = keep[lat[keep] <= b * (1 + 1e-12)]  # constrained decoding: all fit (kept as a guard)
@@ -218,8 +221,26 @@ class NagModel:
             extra["constraints"]["precision"] = cons.precision
         disp_q = self._display(cands[:1]) if display else 0
         name = self.source.name if self.source is not None else "none"
+        extra["archive_candidates"] = len(known)
         return BudgetResult(requested, cands, n + 1, len(keep), name, sel_q, disp_q, time.perf_counter() - t0,
                             effective_budget_ms=b, note=note, extra=extra)
+
+    def _known_candidates(self, b: float, cons: Constraints | None) -> Decisions:
+        """The frontier archive's ``[inference] archive`` most accurate archs within B (and every
+        limit): archs the training queried, which join the generator's samples for the evaluator
+        to rank (decisions 41). None without an archive or with ``archive = 0``."""
+        k = self.inference.archive
+        arc = self.archive
+        if not k or arc is None or not len(arc):
+            return Decisions.empty(self.space)
+        lat = self.latency(arc.dec)
+        ok = lat <= b * (1 + 1e-12)
+        if cons is not None and ok.any():
+            idx = np.flatnonzero(ok)
+            ok[idx] = cons.fits(arc.dec.select(idx))
+        idx = np.flatnonzero(ok)
+        top = idx[np.argsort(-arc.accuracy[idx], kind="stable")[:k]]
+        return arc.dec.select(top)
 
     def _search(self, pool: Pool, b: float, cap: int, seed: int) -> tuple[Pool, int, dict]:
         """The optional accuracy-guided search for one budget: seeds are the evaluator's best

@@ -113,6 +113,33 @@ def test_zero_query_generation_fits_every_budget_and_queries_nothing(trained):
     assert shown.best.arch == res[3].best.arch
 
 
+def test_the_archives_best_archs_within_the_budget_join_the_samples(trained):
+    """``[inference] archive = k`` (decisions 41): the frontier archive's k most accurate archs
+    within B are candidates beside the generator's samples, at no query; the evaluator (exact on
+    them) picks, so the best is never below the best known arch within B; ``archive = 0`` ranks
+    the samples alone."""
+    tr, _ = trained
+    src = open_accuracy_source("synthetic:", SP)
+    budgets = list(np.linspace(LAT.fastest_ms * 1.2, LAT.slowest_ms * 0.9, 5))
+    plain = NagModel(SP, TABLE, tr.evaluator, tr.generator, src, InferenceConfig(samples=3, archive=0), tr.archive)
+    with_k = NagModel(SP, TABLE, tr.evaluator, tr.generator, src, InferenceConfig(samples=3, archive=2), tr.archive)
+    ar = tr.archive
+    gained = 0
+    for b in budgets:
+        p, w = plain.generate([b], display=False)[0], with_k.generate([b], display=False)[0]
+        assert p.extra["archive_candidates"] == 0 and w.extra["archive_candidates"] == 2
+        assert w.selection_queries == 0 == src.queries and w.best.latency_ms <= b
+        inside = ar.latency_ms <= b
+        top2 = {str(a) for a in ar.dec.select(np.flatnonzero(inside)[np.argsort(-ar.accuracy[inside])[:2]])
+                .to_archs(SP)}
+        assert top2 <= {str(c.arch) for c in w.candidates}  # both are ranked
+        assert w.best.evaluator_score >= 100 * ar.accuracy[inside].max() - 1e-4  # exact (float32): never below the best known
+        # the samples alone are the same draws: the archive only adds candidates
+        assert {str(c.arch) for c in p.candidates} <= {str(c.arch) for c in w.candidates}
+        gained += w.best.evaluator_score > p.best.evaluator_score
+    assert gained >= 1  # 3 samples rarely find the best known arch: the archive's candidates matter
+
+
 def test_a_budgets_result_does_not_depend_on_the_other_budgets(trained):
     tr, _ = trained
     m = NagModel(SP, TABLE, tr.evaluator, tr.generator, inference=InferenceConfig(samples=30))

@@ -158,7 +158,8 @@ def test_retargeting_carries_every_accuracy_and_spends_only_retarget_queries(tmp
     monkeypatch.setenv("NAGKIT_HOME", str(tmp_path / "home"))
     w = tmp_path / "w"
     w.mkdir()
-    sections = {**SMALL, "dataset": {"n": 300}, "frontier": {"total_queries": 600, "retarget_queries": 100}}
+    sections = {**SMALL, "dataset": {"n": 300}, "frontier": {"total_queries": 600, "retarget_queries": 100},
+                "frontier.retarget": {"budgets": 5, "picks": 2, "generations": 2, "children": 16}}
     (w / "nagkit.toml").write_text(
         'name = "w"\nlatency_table = "latency_tables/cpu-litert-1t-ofa-mbv3-w1.0.json"\n'
         'accuracy = "ofa-predictor:ofa/acc_predictor.pth"\nseed = 0\n\n[space]\npreset = "ofa-mbv3-w1.0"\n'
@@ -167,8 +168,10 @@ def test_retargeting_carries_every_accuracy_and_spends_only_retarget_queries(tmp
     assert main(["dataset", "--workspace", str(w), "--n", "300"]) == 0
     capsys.readouterr()
     assert main(["train", "--workspace", str(w), "--json"]) == 0
-    first = json.loads(capsys.readouterr().out)["accuracy_queries"]
+    out = json.loads(capsys.readouterr().out)
+    first = out["accuracy_queries"]
     assert first["carried"] == 0 and first["total"] == 600 == first["budget"] + 300
+    assert out["frontier_search"]["kind"] == "active"
     t = tmp_path / "ort"
     table = LATENCY_TABLES / "cpu-onnxruntime-1t-ofa-mbv3-w1.0.json"
     assert main(["init", str(t), "--from", str(w), "--latency-table", str(table)]) == 0
@@ -177,8 +180,12 @@ def test_retargeting_carries_every_accuracy_and_spends_only_retarget_queries(tmp
     assert head["carried_from"]["sha256"] != head["latency_table"]["sha256"]
     capsys.readouterr()
     assert main(["train", "--workspace", str(t), "--json"]) == 0
-    q = json.loads(capsys.readouterr().out)["accuracy_queries"]
+    out = json.loads(capsys.readouterr().out)
+    q = out["accuracy_queries"]
     assert q["carried"] == first["total"] and q["new"] == 100 == q["cap"]
+    # the re-targeted search ([frontier.retarget]): rounds of 5 budgets x 2 picks, so 10 rounds for
+    # 100 queries where [frontier.active]'s 10 x 2 would make 5 (decisions 41)
+    assert out["frontier_search"] == {"kind": "retarget", "rounds": 10}
     rows = [json.loads(x) for x in (t / "queries.jsonl").read_text().splitlines()[1:]]
     assert len({r["table"] for r in rows}) == 2 and len(rows) == first["new"] + 100
     assert main(["train", "--workspace", str(t), "--json"]) == 0  # a rerun: nothing more to spend
