@@ -16,6 +16,8 @@ Rows:
   surrogate-assisted one, the rest as v3: what the search contributes.
 - ``v3-learned-evaluator``: v2's learned evaluator (pointwise, 150 epochs) instead of the
   surrogate: what computing R from the surrogate contributes.
+- ``v3-samples-alone``: the generator's samples alone are ranked, without the frontier archive's
+  3 best archs within B beside them (``[inference] archive = 0``, v3 before decisions 41).
 - ``v3-no-memory``: the surrogate's estimate ranks every sample, queried or not: what the exact
   memory contributes.
 - ``v3-v2-generator``: v2's generator (hidden 128, 600 imitation steps of 256): what the smaller,
@@ -50,10 +52,13 @@ from nagkit.io import atomic_write_json  # noqa: E402
 RL_STEPS = 700
 
 
-def score(ws, ev, gen, budgets) -> list[float]:
+def score(ws, ev, gen, budgets, archive=None, inference=None) -> list[float]:
+    """Zero-query generation at ``budgets``, scored; ``archive``: the training's frontier archive,
+    whose best archs within B join the samples as in ``nagkit generate`` (none for the paper's
+    generator-only rows)."""
     from nagkit.nag.infer import NagModel
 
-    m = NagModel(ws.space, ws.latency_table, ev, gen, None, ws.inference)
+    m = NagModel(ws.space, ws.latency_table, ev, gen, None, inference or ws.inference, archive)
     src = ws.open_accuracy_source()
     return [100 * float(src.evaluate([m.generate([b], display=False)[0].best.arch])[0]) for b in budgets]
 
@@ -111,8 +116,9 @@ def _job(job: tuple) -> tuple:
     fc, ec, gc = ws.frontier_config, ws.evaluator_config, ws.generator_config
     v2_front = dataclasses.replace(fc, method="guided", refine_rounds=2)
     extra: dict = {}
-    if kind in ("v3", "v3-no-memory", "v3-guided-search", "v3-learned-evaluator", "v3-v2-generator", "v2"):
-        cfg = {"v3": {}, "v3-no-memory": {}, "v3-guided-search": {"frontier": dataclasses.replace(fc, method="guided")},
+    if kind in ("v3", "v3-no-memory", "v3-guided-search", "v3-learned-evaluator", "v3-v2-generator", "v2",
+                "v3-samples-alone"):
+        cfg = {"v3": {}, "v3-no-memory": {}, "v3-samples-alone": {}, "v3-guided-search": {"frontier": dataclasses.replace(fc, method="guided")},
                "v3-learned-evaluator": {"evaluator": dataclasses.replace(ec, kind="learned")},
                "v3-v2-generator": {"generator": dataclasses.replace(gc, hidden=128, imitation_steps=600,
                                                                      imitation_batch=256)},
@@ -121,7 +127,8 @@ def _job(job: tuple) -> tuple:
         ev = tr.evaluator
         if kind == "v3-no-memory":
             ev.remember(_empty(ws), np.zeros(0))
-        accs = score(ws, ev, tr.generator, budgets)
+        inf = dataclasses.replace(ws.inference, archive=0) if kind in ("v3-samples-alone", "v2") else None
+        accs = score(ws, ev, tr.generator, budgets, archive=tr.archive, inference=inf)
         extra = {"queries": queries, "training_seconds": tr.report["seconds"]}
     else:  # the paper's rows, on v3's data and surrogate
         tr, queries = train(ws, seed, generator=dataclasses.replace(gc, imitation_steps=0))
