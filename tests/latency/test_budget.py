@@ -270,7 +270,9 @@ def test_a_calibration_measures_as_many_networks_as_the_budget_leaves(tmp_path, 
     assert phases["network pass 1"]["done"] == cal.plan.n
     assert tb["fidelity"]["within_5pct"] is not None and tb["fidelity"]["within_10pct"] is not None
     assert tb["noise_verdict"]["networks"] and tb["noise_verdict"]["blocks"]
-    assert "networks" in tb["more_time"] and "measured again on --resume" in tb["more_time"]
+    # a resume keeps the networks' journalled measurements: the time it asks for is only what was skipped
+    assert "networks" in tb["more_time"] and "measured again" not in tb["more_time"]
+    assert tb["resume_with"].startswith("--resume --time-budget ") and tb["more_time"].endswith(tb["resume_with"])
     assert table.provenance["time_budget"] == tb
     # `lut validate` prints what the profile said it reached, beside what it measures now
     from nagkit.latency.validate import random_archs, report_text, validate
@@ -409,3 +411,74 @@ def test_the_default_budget_is_ten_minutes_on_this_cpu_and_none_on_a_phone(tmp_p
     assert here.table.provenance["time_budget"]["time_budget_s"] == 600
     assert phone.table.provenance["time_budget"]["time_budget_s"] is None
     assert budget_lines(phone.table.provenance["time_budget"])[0].startswith("no time budget: took")
+
+
+# -- the calibration's measurements are journalled: a resume keeps them ---------------------------
+class _FailingNetDevice(_NetDevice):
+    """Interrupted (an error, as a killed run is) after ``fail_after`` network measurements."""
+
+    def __init__(self, clock: Clock, fail_after: int):
+        super().__init__(clock)
+        self.fail_after = fail_after
+
+    def measure(self, model, shape, cfg=None):
+        if self.nets >= self.fail_after:
+            raise KeyboardInterrupt("killed")  # a test double's interruption
+        return super().measure(model, shape, cfg)
+
+
+def _net_records(out):
+    from nagkit.latency.net_journal import network_journal_path
+
+    return [r for r in journal_records(network_journal_path(out))[1:] if r["type"] == "network"]
+
+
+@pytest.mark.filterwarnings("ignore:An input array is constant")  # the fake networks' calibration is flat
+def test_a_resumed_profile_keeps_the_calibration_networks_it_had_measured(tmp_path, fake):
+    from nagkit.app.profile import ProfileOptions, run_profile
+
+    clock, _ = fake
+    space, sp = _space_file(tmp_path)
+    n = len(unique_layers(space, [32]))
+    out = tmp_path / "t.json"
+    opts = dict(space=str(sp), out=out, cache_dir=tmp_path / "cache", progress=False, calibrate="default")
+    budget_s = 3 * n + 45 + 30  # the blocks' passes and about 15 networks (the test above)
+    with pytest.raises(KeyboardInterrupt):  # killed in the calibration's second pass
+        run_profile(_FailingNetDevice(clock, fail_after=26), ProfileOptions(**opts), budget=budget_of(budget_s, clock))
+    first = _net_records(out)
+    assert len(first) == 26 and {r["pass"] for r in first} == {1, 2}
+    clock.t = 0.0
+    dev = _NetDevice(clock)
+    budget = budget_of(budget_s + 60, clock)  # resumed with a larger budget
+    result, table, cal = run_profile(dev, ProfileOptions(**opts, resume=True), budget=budget)
+    recs = _net_records(out)
+    assert recs[:26] == first and len(recs) == 26 + dev.nets  # kept, and only the rest measured
+    keys = [(r["arch"], r.get("pass"), r.get("extra")) for r in recs]
+    assert len(set(keys)) == len(keys)  # no network's pass measured twice
+    fitted = table.calibration.details["fit_archs"] if table.calibration else cal.candidate.details["fit_archs"]
+    had = {r["arch"] for r in first}
+    assert had <= set(fitted)  # the calibration of the resumed run is fitted on the networks paid for before
+    tb = table.provenance["time_budget"]
+    phases = {p["phase"]: p for p in tb["phases"]}
+    assert phases["network pass 1"]["planned"] == cal.plan.n - len(had)  # the plan counts what was journalled
+    assert clock.t <= budget_s + 60
+
+
+def test_a_new_profile_starts_the_calibration_journal_anew(tmp_path):
+    from nagkit.latency.journal import device_identity
+    from nagkit.latency.net_journal import network_journal_path, open_network_journal
+    from nagkit.latency.validate import random_archs
+
+    space = make_tiny_space(resolutions=(32,))
+    out = tmp_path / "t.json"
+    ident = device_identity(_FakeDevice())
+    j = open_network_journal(out, ident, space, resume=False)
+    a = str(random_archs(space, 1, 1, [32])[0])
+    j.append(a, LatencyStats(2.0, 2.0, 0.1, 1.9, 2.1, 1.9, 20), pass_no=1)
+    with open(network_journal_path(out), "a") as f:
+        f.write('{"type": "network", "arch": "torn')  # a crash mid-write
+    again = open_network_journal(out, ident, space, resume=True)
+    assert again.passes() == {a: 1} and network_journal_path(out).read_text().endswith("}\n")
+    other = open_network_journal(out, {**ident, "threads": 4}, space, resume=True)  # another device's: anew
+    assert other.passes() == {}
+    assert open_network_journal(out, ident, space, resume=False).passes() == {}  # no --resume: anew
