@@ -76,6 +76,7 @@ class TimeBudget:
     at_start: dict[str, Any] | None = None  # the plan as announced (:meth:`announce`)
     memory: tuple[Path, str] | None = None  # where the observed rates are kept, and whose they are
     say: Callable[[str], None] = field(default=lambda m: log.info("%s", m), repr=False)  # the plan, for people
+    probe: dict[str, Any] | None = None  # a cold cache's first conversions, timed before the plan (budget_probe)
 
     def __post_init__(self) -> None:
         self.t0 = self.clock()
@@ -115,6 +116,14 @@ class TimeBudget:
 
     def observed_any(self) -> bool:
         return any(n for _, n in self._obs.values())
+
+    def prior_source(self) -> str:
+        """Where the rates planned with come from until the run observes its own."""
+        return (self._prior or self.rates or PRIORS["tflite"]).source
+
+    def set_prior(self, source: str, **rates: float) -> None:
+        """Plan with these rates until the run observes its own (:mod:`nagkit.latency.budget_probe`)."""
+        self._prior = replace(self._prior or self.rates or PRIORS["tflite"], source=source, **rates)
 
     # -- rates --------------------------------------------------------------------------------
     def rate(self, kind: str) -> float:
@@ -411,7 +420,8 @@ class TimeBudget:
         """Say the plan (once the phases are known, before any conversion) and keep it for the record."""
         text = self.plan_text()
         self.at_start = {"plan": text, "estimate_s": round(self.elapsed() + self.eta_s(), 1),
-                         "minimum_s": round(self.minimum_s(), 1), "rates": self.current_rates().to_dict()}
+                         "minimum_s": round(self.minimum_s(), 1), "rates": self.current_rates().to_dict(),
+                         **({"probe": self.probe} if self.probe else {})}
         self.say(text)
 
     def skipped(self) -> list[dict[str, Any]]:

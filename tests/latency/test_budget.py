@@ -5,6 +5,7 @@ fake device advances, so every deadline is checked without waiting."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -482,3 +483,97 @@ def test_a_new_profile_starts_the_calibration_journal_anew(tmp_path):
     other = open_network_journal(out, {**ident, "threads": 4}, space, resume=True)  # another device's: anew
     assert other.passes() == {}
     assert open_network_journal(out, ident, space, resume=False).passes() == {}  # no --resume: anew
+
+
+# -- a cold cache: a few conversions timed before the plan commits --------------------------------
+@pytest.fixture
+def converter(monkeypatch, tmp_path):
+    """(seconds per conversion, calls, staging folders): block conversions in this process take
+    ``seconds[0]`` of the fake clock (a test double writing a stand-in file); temporary folders go to
+    ``tmp_path/tmp`` so that what is left there can be checked."""
+    import tempfile
+
+    import nagkit.latency.blocks as blocks
+
+    seconds, calls = [0.5], []
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    return seconds, calls, tmp, blocks
+
+
+class _OnnxDev(_FakeDevice):
+    model_format = "onnx"  # converts its blocks (one at a time, in this process: an ONNX export is quick)
+
+
+def _cold_profile(tmp_path, fake, converter, monkeypatch, budget_s):
+    from nagkit.latency.profiler import profile
+
+    clock, _ = fake
+    seconds, calls, _, blocks = converter
+
+    def convert(task):  # a test double for one conversion
+        clock.t += seconds[0]
+        calls.append(task[3])
+        Path(task[3]).write_bytes(b"model")
+        return task[3]
+
+    monkeypatch.setattr(blocks, "convert_task", convert)
+    space = make_tiny_space(resolutions=(32,))
+    b = with_rates(TimeBudget(budget_s, clock=clock), convert_block_s=3.0, measure_block_s=1.0, convert_net_s=0.0,
+                   measure_net_s=1.0)
+    return profile(_OnnxDev(), space, [32], tmp_path / "out" / "t.json", cache_dir=tmp_path / "out" / "cache",
+                   progress=False, passes=1, budget=b)
+
+
+def test_a_cold_cache_times_a_few_conversions_and_plans_with_this_machines_rate(tmp_path, fake, converter,
+                                                                                monkeypatch):
+    space = make_tiny_space(resolutions=(32,))
+    n = len(unique_layers(space, [32]))
+    prior_min = (n * 3.0 + n * 1.0 + 4) / 0.97  # refused at the priors ...
+    budget_s = (n * 0.5 * 1.25 + n * 1.0 + 4) / 0.97 + 5  # ... accepted at the rate timed here, with 25% to spare
+    assert budget_s < prior_min
+    res = _cold_profile(tmp_path, fake, converter, monkeypatch, budget_s)
+    clock, _ = fake
+    seconds, calls, tmp, _ = converter
+    assert len(calls) == n and len({Path(c).name for c in calls}) == n  # every block converted once: none twice
+    assert sorted(p.name for p in Path(res.cache["dir"]).iterdir()) == sorted(Path(c).name for c in calls)
+    assert res.cache["misses"] == n
+    tb = res.table.provenance["time_budget"]
+    probe = tb["at_start"]["probe"]
+    assert probe["blocks"] == 3 and probe["jobs"] == 1 and probe["steady_s"] == 0.5
+    assert probe["planned_convert_block_s"] == 0.625 and "timed here" in tb["at_start"]["rates"]["source"]
+    conv = {p["phase"]: p for p in tb["phases"]}["convert blocks"]
+    assert conv["planned"] == n and conv["done"] == n and conv["status"] == "done"
+    assert clock.t <= budget_s and not tb["over_budget"]
+    assert list(tmp.iterdir()) == []  # the probe's folder is gone
+
+
+def test_a_budget_too_small_at_the_timed_rate_is_refused_naming_it_and_nothing_is_written(tmp_path, fake, converter,
+                                                                                          monkeypatch):
+    from nagkit.errors import BadInputError
+
+    seconds, calls, tmp, _ = converter
+    seconds[0] = 2.9  # this machine converts about as slowly as the priors say
+    space = make_tiny_space(resolutions=(32,))
+    n = len(unique_layers(space, [32]))
+    budget_s = (n * 1.0 + 4) / 0.97 + 10  # enough were conversions free: worth timing them
+    with pytest.raises(BadInputError, match="below this profile's minimum of about") as ei:
+        _cold_profile(tmp_path, fake, converter, monkeypatch, budget_s)
+    assert "block conversion timed here (3 blocks: 2.90 s each" in ei.value.message
+    assert len(calls) == 3 and not (tmp_path / "out").exists() and list(tmp.iterdir()) == []
+    calls.clear()
+    with pytest.raises(BadInputError, match="below this profile's minimum"):  # hopeless even with free conversions
+        _cold_profile(tmp_path, fake, converter, monkeypatch, n * 0.5)
+    assert calls == [] and not (tmp_path / "out").exists()
+
+
+def test_the_timed_rate_leaves_out_each_processs_start_up():
+    from nagkit.latency.budget_probe import SAFETY, _rate
+
+    # 2 processes, 8 s to start, 2.4 s a conversion each: pairs finish at 10.4, 12.8, 15.2 s
+    steady, startup, rate = _rate(0.0, [10.4, 10.4, 12.8, 12.8, 15.2, 15.2], 2, 80)
+    assert steady == pytest.approx(1.2) and startup == pytest.approx(8.0)
+    assert rate == pytest.approx(SAFETY * 1.2 + 8.0 / 80)  # the rest's processes start again
+    steady, startup, rate = _rate(0.0, [9.0, 10.2, 11.4], 1, 50)  # one, in this process: started once
+    assert steady == pytest.approx(1.2) and startup == pytest.approx(7.8) and rate == pytest.approx(SAFETY * 1.2)
