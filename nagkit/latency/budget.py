@@ -128,10 +128,10 @@ class TimeBudget:
     # -- rates --------------------------------------------------------------------------------
     def rate(self, kind: str) -> float:
         prior = self._prior or self.rates or PRIORS["tflite"]
-        if kind == "network":  # a further calibration network: converted (unless cached), measured in every pass
-            return self.net_uncached * self.rate("convert_net_s") + self._net_measures(False) * self.rate("measure_net_s")
-        if kind == "network1":  # a minimum calibration network: converted (unless cached), measured once
-            return self.net_uncached * self.rate("convert_net_s") + self._net_measures(True) * self.rate("measure_net_s")
+        if kind in ("network", "network1"):  # a calibration network: converted (unless cached), then measured
+            # in every pass (a minimum network: once), less the measurements a resumed profile has
+            return self.net_uncached * self.rate("convert_net_s") + \
+                self._net_measures(kind == "network1") * self.rate("measure_net_s")
         p = getattr(prior, kind)
         s, n = self._obs.get(kind, (0.0, 0))
         if not n and kind in LIKE_KINDS:  # no network seen yet: the prior scaled as the blocks' was
@@ -449,7 +449,8 @@ class TimeBudget:
         miss = self.skipped()
         if not miss:
             return None
-        return f"--resume --time-budget {suggest((sum(m['estimate_s'] for m in miss) + self.finish_s()) / (1 - MARGIN))}"
+        need = (sum(m["estimate_s"] for m in miss) + self.finish_s()) / (1 - MARGIN)
+        return f"--resume --time-budget {suggest(need)}"
 
     def record(self, **extra: Any) -> dict[str, Any]:
         """The ``time_budget`` provenance: budget, elapsed, rates, phases, skipped, more time."""

@@ -161,7 +161,7 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
                        _missing_passes(jpath, layers, passes, resume), extra_passes)
     # a cold cache under a budget the priors refuse: a few conversions timed first (decisions 41)
     with probe_conversions(budget, cache, layers, jobs=jobs, progress=progress) as probe:
-        budget.check_minimum()  # before the journal, the lock or any conversion into the cache: a refusal writes nothing
+        budget.check_minimum()  # before the journal, the lock or a conversion into the cache: a refusal writes nothing
         probe.keep(cache)
     budget.announce()
     with journal_lock(jpath):

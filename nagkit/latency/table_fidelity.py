@@ -67,7 +67,8 @@ def table_fidelity(provenance: Mapping[str, Any] | None) -> dict[str, Any] | Non
     else:
         level = "below usable"
     budget = _share(rec.get("time_budget_s"))
-    out = {"time_budget_s": budget, "elapsed_s": _share(rec.get("elapsed_s")), "over_budget": bool(rec.get("over_budget")),
+    out = {"time_budget_s": budget, "elapsed_s": _share(rec.get("elapsed_s")),
+           "over_budget": bool(rec.get("over_budget")),
            "cut_short": bool(skipped), "skipped_for_time": skipped, "held_out": fid.get("held_out"),
            "within_5pct": w5, "within_10pct": w10, "adopted": fid.get("adopted"), "level": level,
            "usable_within_10pct": USABLE_WITHIN_10PCT, "too_noisy": noisy,

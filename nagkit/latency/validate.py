@@ -211,8 +211,8 @@ def measure_networks(device, space: SearchSpace, archs: Sequence[Arch], *, cfg=N
     for phase in ("network passes 2+", "network extra passes"):
         (budget.stop if cut else budget.finish)(phase)
     out, noise = _summarise(archs, per, remeasured, label, extra_passes)
-    return out, {"dir": str(cache.dir), "precision": precision, "hits": cache.hits, "misses": cache.misses, "passes": passes,
-                 "extra_passes": extra_passes, "statistic": STATISTIC, "noise": noise,
+    return out, {"dir": str(cache.dir), "precision": precision, "hits": cache.hits, "misses": cache.misses,
+                 "passes": passes, "extra_passes": extra_passes, "statistic": STATISTIC, "noise": noise,
                  "journalled": sum(len(r) + len(e) for r, e in had)}
 
 

@@ -17,7 +17,8 @@ def provenance(*, w5=0.29, w10=0.79, skipped=True, block_sd=6.6, net_sd=11.7, ca
            "within_10pct": w10, "mape": 7.0} if calibrated else None
     rec = {"time_budget_s": 600.0, "elapsed_s": 575.0, "over_budget": False, "skipped_for_time": miss,
            "fidelity": fid, "noise_verdict": {"blocks": "blocks: ...", "networks": "this machine is ..."},
-           "more_time": "about 17m more would add: ...", "resume_with": "--resume --time-budget 18m" if resume else None}
+           "more_time": "about 17m more would add: ...",
+           "resume_with": "--resume --time-budget 18m" if resume else None}
     prov = {"time_budget": rec, "command": "nagkit profile --device cpu --calibrate",
             "block_passes": {"noise": {"best_of_sd_pct": block_sd}, "unconfirmed_blocks": ["a"]}}
     if calibrated:
