@@ -20,7 +20,20 @@ from tests.latency.test_table_fidelity import provenance
 WEIGHTS = WORKSPACES / "fmnist" / "supernet" / "supernet.pt"
 TABLE = "latency_tables/fmnist-cpu-litert.json"
 
-pytestmark = [pytest.mark.usefixtures("one_thread")]
+pytestmark = [pytest.mark.usefixtures("one_thread", "fresh_log")]
+
+
+@pytest.fixture
+def fresh_log():
+    """nagkit's `warning: ...` lines on this test's stderr: the CLI adds its handler once per process,
+    bound to the stderr of the test that ran it first."""
+    import logging
+
+    lg = logging.getLogger("nagkit")
+    saved = lg.handlers[:]
+    lg.handlers.clear()
+    yield
+    lg.handlers[:] = saved
 
 
 @pytest.fixture
