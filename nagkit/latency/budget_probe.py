@@ -12,7 +12,8 @@ the processes converting the rest. The minimum is checked at that rate, and the 
 names it; only when the budget passes are the probe's files moved into the block cache, so a
 refusal writes nothing and an accepted plan converts nothing twice.
 
-A budget below the minimum even with free conversions is refused at once, without a probe; a
+A budget below the minimum even with free conversions (but for the probe's own start of the
+converter, :data:`START_S`) is refused at once, without a probe; a
 budget that the priors already cover, or rates observed here before (``profile-rates.json``),
 never probes. The measurement rate stays the prior's or the remembered one (the issue-36 runs
 measured faster than it: 0.7 s a block against 1.1).
@@ -35,18 +36,20 @@ log = logging.getLogger(__name__)
 
 PROBE_PER_JOB = 3  # conversions per process: its first carries its start-up, the others time the steady rate
 SAFETY = 1.25  # the probed rate is planned this much slower: a few conversions on a shared machine
+START_S = 8.0  # the converter's start in a process (importing torch and litert-torch: decisions 40)
 
 
 def probe_worth(budget) -> bool:
     """Whether timing a few conversions could let ``budget`` (a :class:`~nagkit.latency.budget.TimeBudget`
     whose blocks are planned) pass its minimum: a budget below the minimum at the priors, above it
-    were the conversions free, and no rate observed on this machine yet."""
+    were the conversions free but for one more start of the converter (the probe's), and no rate
+    observed on this machine yet."""
     conv = budget.phase("convert blocks")
     if not budget.limited or conv is None or not conv.remaining or budget.observed_any() \
             or budget.prior_source() != "prior":
         return False
     need = budget.minimum_s() + budget.elapsed()
-    return need > budget.budget_s >= need - budget.cost(conv) / (1 - MARGIN)
+    return need > budget.budget_s >= need + (START_S - budget.cost(conv)) / (1 - MARGIN)
 
 
 class Probe:
