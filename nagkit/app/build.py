@@ -153,7 +153,7 @@ class _Build:
     aims: list[dict[str, float]] = field(default_factory=list)  # re-aims after over-budget measurements
     timings: dict[str, float] = field(default_factory=dict)
     limits_rec: dict[str, Any] | None = None  # the accepted candidate's constraints record
-    table_fid: dict[str, Any] | None = None  # what the table's profile reached under its time budget (decisions 41)
+    table_fid: dict[str, Any] | None = None  # what the table's profile reached under its time budget (decisions 42)
 
     def announce(self, msg: str) -> None:
         if self.say is not None:

@@ -218,7 +218,7 @@ def _calibrate(dev, sp, res, o: ProfileOptions, result, nets, budget):
     from nagkit.latency.journal import device_identity, journal_lock
     from nagkit.latency.net_journal import network_journal_path, open_network_journal
 
-    with journal_lock(network_journal_path(result.out)):  # every measurement kept for --resume (decisions 41)
+    with journal_lock(network_journal_path(result.out)):  # every measurement kept for --resume (decisions 42)
         journal = open_network_journal(result.out, device_identity(dev, o.precision), sp, resume=o.resume,
                                        command=o.command)
         cal = calibrate(table, dev, sp, count, seed=o.calibrate_seed, resolutions=res, cache_dir=o.cache_dir,

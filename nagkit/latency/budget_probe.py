@@ -1,4 +1,4 @@
-"""A cold cache's first block conversions, timed before a time budget's plan commits (decisions 41).
+"""A cold cache's first block conversions, timed before a time budget's plan commits (decisions 42).
 
 With a cold block cache and no rates observed on this machine, a profile's minimum is summed at
 the priors (:data:`~nagkit.latency.budget_rates.PRIORS`: 3.2 s a block conversion, the slow

@@ -159,7 +159,7 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
         budget.plan_networks(networks, len(layers), spread=passes > 1)
     budget.plan_blocks(len(layers), sum(not cache.cached(k) for k in layers),
                        _missing_passes(jpath, layers, passes, resume), extra_passes)
-    # a cold cache under a budget the priors refuse: a few conversions timed first (decisions 41)
+    # a cold cache under a budget the priors refuse: a few conversions timed first (decisions 42)
     with probe_conversions(budget, cache, layers, jobs=jobs, progress=progress) as probe:
         budget.check_minimum()  # before the journal, the lock or a conversion into the cache: a refusal writes nothing
         probe.keep(cache)
