@@ -153,6 +153,7 @@ class _Build:
     aims: list[dict[str, float]] = field(default_factory=list)  # re-aims after over-budget measurements
     timings: dict[str, float] = field(default_factory=dict)
     limits_rec: dict[str, Any] | None = None  # the accepted candidate's constraints record
+    table_fid: dict[str, Any] | None = None  # what the table's profile reached under its time budget (decisions 42)
 
     def announce(self, msg: str) -> None:
         if self.say is not None:
@@ -198,6 +199,7 @@ class _Build:
         self.target = choose_target(ws, dev, say=self.announce, precision=None if self.opts.quantize_after
                                     else self.precision)
         ws = self.ws = self.target.workspace
+        self.read_table_record()
         lat = SlotLatency(ws.latency_table, ws.space)
         self.min_ms = lat.fastest_ms
         _, self.budget_note = check_budget(self.budget_ms, lat.fastest_ms, lat.slowest_ms)  # below: exit 1
@@ -210,6 +212,17 @@ class _Build:
         # supernet itself (the data is known); otherwise inherited from the checkpoint.
         self.recalibrate = self.w_sha is not None and o.weights is None and ws.accuracy_spec.startswith("supernet:")
         self.timings["load"] = time.perf_counter() - t
+
+    def read_table_record(self) -> None:
+        """What the table's profile reached under its time budget (its ``time_budget`` record), said
+        now; a table cut short for time or below a usable level is warned about."""
+        from nagkit.latency.table_fidelity import fidelity_line, table_fidelity
+
+        self.table_fid = table_fidelity(self.ws.table_origin()[1])
+        if self.table_fid is not None:
+            self.announce(f"latency table: {fidelity_line(self.table_fid)}")
+            for w in self.table_fid["warnings"]:
+                log.warning("%s", w)
 
     def candidates(self) -> list:
         """The generator's best archs for the budget, by the evaluator (zero accuracy queries)."""
@@ -347,6 +360,7 @@ class _Build:
         notes = notes + ([f"fine-tuned for {o.finetune} epoch(s)"] if o.finetune else [])
         notes = notes + ([self.budget_note] if self.budget_note else []) + ([] if dev else [UNVERIFIED_NOTE])
         notes = notes + acc_notes + ([quantize_after_note(self.precision)] if self.opts.quantize_after else [])
+        notes = notes + [f"latency table: {w}" for w in (self.table_fid or {}).get("warnings", [])]
         if self.aims:
             a = self.aims[-1]
             notes.append(f"re-aimed: this device measured {a['ratio']:.2f}x the table's prediction, so this network "
@@ -363,7 +377,7 @@ class _Build:
                    "generated_for_ms": res.effective_budget_ms, "re_aims": self.aims, "verified_on_device": dev is not None,
                    "workspace": ws.ref, "latency_table": {"path": self.target.table, "device_own": self.target.device_table,
                                                           "note": self.target.note},
-                   "generator_trained_now": self.target.trained is not None},
+                   "generator_trained_now": self.target.trained is not None, "table_fidelity": self.table_fid},
         )
         bundle = write_bundle(self.out_dir, ex.paths, manifest, force=o.force)
         self.timings["bundle"] = time.perf_counter() - t
@@ -380,6 +394,7 @@ class _Build:
             note=self.budget_note, workspace=ws.describe(), table=self.target.table, table_note=self.target.note,
             verified=dev is not None, trained=self.target.trained, accuracies=records,
             re_aims=list(self.aims), precision=self.precision, int8=self.int8, constraints=self.limits_rec,
+            table_fidelity=self.table_fid,
         )
 
     def first_fitting(self, cands: list, staging_root: Path) -> BuildResult:

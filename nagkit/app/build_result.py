@@ -49,6 +49,8 @@ class BuildResult:
     precision: str = "fp32"
     int8: dict[str, Any] | None = None  # int8 parity: top-1 agreement, accuracies, drop (app/int8.py)
     constraints: dict[str, Any] | None = None  # limits, what the network reaches, which binds (decisions 39)
+    # what the table's profile reached under its time budget, and the warnings (None: no such record; decisions 42)
+    table_fidelity: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)

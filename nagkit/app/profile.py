@@ -139,9 +139,19 @@ def run_profile(device, options: ProfileOptions = ProfileOptions(), *,
         raise BadInputError(f"resolution(s) {bad} not in space {sp.name!r}; allowed: "
                             f"{', '.join(map(str, sp.resolutions))}")
     dev = open_device(device, o.benchmark_binary)
-    start = None if on_start is None else (lambda out, facts: on_start(out, facts, sp, res))
+    have: dict[str, int] = {}  # the calibration's passes a resumed profile has journalled: read once `out` is known
+
+    def start(out, facts) -> None:
+        if nets is not None and o.resume:
+            from nagkit.latency.journal import device_identity
+            from nagkit.latency.net_journal import journalled_passes
+
+            have.update(journalled_passes(out, device_identity(dev, o.precision), sp, nets[0]))
+        if on_start is not None:
+            on_start(out, facts, sp, res)
+
     try:
-        nets = _calibration_networks(dev, sp, res, o)
+        nets = _calibration_networks(dev, sp, res, o, have)
         with progress_note(budget.note if o.progress else None):
             result = profile(dev, sp, res, o.out, resume=o.resume, force=o.force, cache_dir=o.cache_dir,
                              progress=o.progress, command=o.command, jobs=o.jobs, on_start=start,
@@ -162,9 +172,10 @@ def run_profile(device, options: ProfileOptions = ProfileOptions(), *,
     return result, table, cal
 
 
-def _calibration_networks(dev, sp, res, o: ProfileOptions):
+def _calibration_networks(dev, sp, res, o: ProfileOptions, journalled: Mapping[str, int]):
     """(the calibration's archs as asked, the budget's network plan), or None without ``--calibrate``.
-    The first n of the archs are the archs of a calibration of n (they are drawn in sequence)."""
+    The first n of the archs are the archs of a calibration of n (they are drawn in sequence).
+    ``journalled``: the passes of each a resumed profile has (filled in before the plan is made)."""
     if not o.calibrate:  # None or 0: no calibration; "default": the default count
         return None
     from nagkit.latency.budget import NetworkPlan
@@ -175,7 +186,7 @@ def _calibration_networks(dev, sp, res, o: ProfileOptions):
     archs = random_archs(sp, wanted, o.calibrate_seed, res)  # too many for the space: refused before any work
     uncached = set(NetworkCache(dev.model_format, o.cache_dir, o.precision).uncached(sp, archs))
     return archs, NetworkPlan(wanted, MIN_NETWORKS, NETWORK_PASSES, len(uncached) / wanted,
-                              lambda n: sum(1 for a in archs[:n] if a in uncached))
+                              lambda n: sum(1 for a in archs[:n] if a in uncached), archs, journalled)
 
 
 def _calibrate(dev, sp, res, o: ProfileOptions, result, nets, budget):
@@ -204,8 +215,15 @@ def _calibrate(dev, sp, res, o: ProfileOptions, result, nets, budget):
             return spread_block_pass(dev, sp, result.out, when=when, cache_dir=o.cache_dir, progress=o.progress,
                                      budget=budget)
     count = None if o.calibrate == DEFAULT_COUNT and n == plan.wanted else n  # None: the default count
-    cal = calibrate(table, dev, sp, count, seed=o.calibrate_seed, resolutions=res, cache_dir=o.cache_dir,
-                    progress=o.progress, jobs=o.jobs, block_pass=spread, passes=passes, budget=budget)
+    from nagkit.latency.journal import device_identity, journal_lock
+    from nagkit.latency.net_journal import network_journal_path, open_network_journal
+
+    with journal_lock(network_journal_path(result.out)):  # every measurement kept for --resume (decisions 42)
+        journal = open_network_journal(result.out, device_identity(dev, o.precision), sp, resume=o.resume,
+                                       command=o.command)
+        cal = calibrate(table, dev, sp, count, seed=o.calibrate_seed, resolutions=res, cache_dir=o.cache_dir,
+                        progress=o.progress, jobs=o.jobs, block_pass=spread, passes=passes, budget=budget,
+                        journal=journal)
     if spread is not None:  # the table the spread passes rebuilt, which the fit was made on (decisions 29)
         from nagkit.latency.table import LatencyTable
 

@@ -134,6 +134,7 @@ def build(budget: float, workspace: str | None, device_spec: str | None, formats
             *([f"note      {r['note']}"] if r["note"] else []),
             f"predicted {r['predicted_ms']:.3f} ms (raw block sum {r['predicted_raw_ms']:.3f} ms)",
             f"table     {r['table_note']}",
+            *_fidelity_lines(r.get("table_fidelity")),
             *([f"re-aimed  generated for {r['re_aims'][-1]['aim_ms']:.4g} ms on the table: this device measured "
                f"{r['re_aims'][-1]['ratio']:.2f}x its predictions"] if r.get("re_aims") else []),
             f"measured  " + (f"{m['median_ms']:.3f} ms median on {r['device']} (p10 {m['p10_ms']:.3f}, "
@@ -154,6 +155,15 @@ def build(budget: float, workspace: str | None, device_spec: str | None, formats
         return "\n".join(lines)
 
     emit(res.to_dict(), as_json, human)
+
+
+def _fidelity_lines(tf: dict | None) -> list[str]:
+    """What the table's profile reached under its time budget, and its warnings (none without the record)."""
+    from nagkit.latency.table_fidelity import fidelity_line
+
+    if not tf:
+        return []
+    return [f"fidelity  {fidelity_line(tf)}", *(f"WARNING   {w}" for w in tf["warnings"])]
 
 
 def _limits_lines(c: dict | None) -> list[str]:

@@ -277,7 +277,7 @@ _DEFAULT_COUNT = "default"  # nagkit.app.profile.DEFAULT_COUNT (not imported: th
 @click.option("--benchmark-binary", "benchmark_binary", default=None, type=click.Path(dir_okay=False),
               help="Phones: TensorFlow Lite's benchmark_model for the phone (e.g. android_aarch64_benchmark_model), "
                    "pushed once. Default: the one already on the phone.")
-@click.option("--resume", is_flag=True, help="Continue the journal beside --out; measure only missing blocks.")
+@click.option("--resume", is_flag=True, help="Continue the journals beside --out; measure only what is missing.")
 @click.option("--force", is_flag=True, help="Discard an existing journal and start over.")
 @click.option("--calibrate", "n_cal", type=_NetworkCount(), default=None, is_flag=False, flag_value=_DEFAULT_COUNT,
               metavar="[N]",

@@ -146,12 +146,20 @@ def generate(workspace, budgets, samples, search_queries, no_accuracy, top, max_
     results = run_generate(ws, budget_list, samples=samples, seed=seed, top=top,
                            search_queries=search_queries, display=not no_accuracy, limits=limits)
     sp = ws.space
-    payload = {"workspace": ws.name, "space": sp.name, "results": [r.to_dict(sp, top=top) for r in results]}
+    import logging
+
+    from nagkit.latency.table_fidelity import fidelity_line, table_fidelity
+
+    tf = table_fidelity(ws.table_origin()[1])  # what the table's profile reached under its time budget
+    for w in (tf or {}).get("warnings", []):
+        logging.getLogger("nagkit.latency").warning("%s", w)
+    payload = {"workspace": ws.name, "space": sp.name, "results": [r.to_dict(sp, top=top) for r in results],
+               "table_fidelity": tf}
 
     def human(p):
         import json
 
-        lines = []
+        lines = [f"table      {ws.latency_table_spec}: {fidelity_line(tf)}"] if tf else []
         for r in results:
             b = r.best
             acc = f"{b.accuracy * 100:.2f}% ({r.accuracy_source}, display only)" if b.accuracy is not None else "n/a"

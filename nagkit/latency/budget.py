@@ -33,6 +33,7 @@ from typing import Any
 
 from nagkit.errors import BadInputError
 from nagkit.latency.block_order import block_priority, block_weights, by_priority  # noqa: F401 (re-exported)
+from nagkit.latency.budget_phase import NetworkPlan, Phase  # noqa: F401 (re-exported)
 from nagkit.latency.budget_rates import (  # noqa: F401 (re-exported)
     LIKE_KINDS, PRIOR_WEIGHT, PRIORS, RATE_KINDS, RATES_FILE, Rates, rates_key, remember_rates, remembered_rates)
 from nagkit.latency.budget_text import budget_lines, fmt_s, parse_time_budget, suggest  # noqa: F401 (re-exported)
@@ -52,48 +53,6 @@ CORE_NETWORKS = 30  # calibration networks worth more than extra block passes (d
 PRIORITY = {"block pass 2": 1, "network passes (minimum)": 2, "block pass 3+": 3, "networks to 30": 4,
             "block extra passes": 5, "networks beyond 30": 6, "network extra passes": 6,
             "spread block passes": 7}
-
-
-@dataclass(frozen=True)
-class NetworkPlan:
-    """A calibration asked for: ``wanted`` networks, at least ``minimum``, ``passes`` each;
-    ``uncached_share`` of them not converted yet, ``uncached(n)`` among the first ``n``."""
-
-    wanted: int
-    minimum: int
-    passes: int
-    uncached_share: float
-    uncached: Callable[[int], int]
-
-
-@dataclass
-class Phase:
-    """One phase of the plan: ``items`` of a ``kind`` (a rate of :class:`Rates`, or ``network``: a
-    network converted and measured ``net_passes`` times), at a priority (0: required)."""
-
-    name: str
-    kind: str
-    items: int
-    priority: int = 0
-    done: int = 0
-    spent_s: float = 0.0
-    status: str = "planned"  # planned | running | done | stopped (for time) | skipped (for time)
-    estimate_s: float | None = None  # at plan time
-
-    @property
-    def open(self) -> bool:
-        return self.status in ("planned", "running")
-
-    @property
-    def remaining(self) -> int:
-        return max(0, self.items - self.done) if self.open else 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"phase": self.name, "priority": self.priority, "required": self.priority == 0,
-                "planned": self.items, "done": self.done,
-                "skipped": max(0, self.items - self.done) if self.status.endswith("for time") else 0,
-                "status": self.status, "estimate_s": None if self.estimate_s is None else round(self.estimate_s, 1),
-                "spent_s": round(self.spent_s, 2)}
 
 
 @dataclass
@@ -117,6 +76,7 @@ class TimeBudget:
     at_start: dict[str, Any] | None = None  # the plan as announced (:meth:`announce`)
     memory: tuple[Path, str] | None = None  # where the observed rates are kept, and whose they are
     say: Callable[[str], None] = field(default=lambda m: log.info("%s", m), repr=False)  # the plan, for people
+    probe: dict[str, Any] | None = None  # a cold cache's first conversions, timed before the plan (budget_probe)
 
     def __post_init__(self) -> None:
         self.t0 = self.clock()
@@ -157,13 +117,21 @@ class TimeBudget:
     def observed_any(self) -> bool:
         return any(n for _, n in self._obs.values())
 
+    def prior_source(self) -> str:
+        """Where the rates planned with come from until the run observes its own."""
+        return (self._prior or self.rates or PRIORS["tflite"]).source
+
+    def set_prior(self, source: str, **rates: float) -> None:
+        """Plan with these rates until the run observes its own (:mod:`nagkit.latency.budget_probe`)."""
+        self._prior = replace(self._prior or self.rates or PRIORS["tflite"], source=source, **rates)
+
     # -- rates --------------------------------------------------------------------------------
     def rate(self, kind: str) -> float:
         prior = self._prior or self.rates or PRIORS["tflite"]
-        if kind == "network":  # a further calibration network: converted (unless cached), measured in every pass
-            return self.net_uncached * self.rate("convert_net_s") + self.net_passes_planned() * self.rate("measure_net_s")
-        if kind == "network1":  # a minimum calibration network: converted (unless cached), measured once
-            return self.net_uncached * self.rate("convert_net_s") + self.rate("measure_net_s")
+        if kind in ("network", "network1"):  # a calibration network: converted (unless cached), then measured
+            # in every pass (a minimum network: once), less the measurements a resumed profile has
+            return self.net_uncached * self.rate("convert_net_s") + \
+                self._net_measures(kind == "network1") * self.rate("measure_net_s")
         p = getattr(prior, kind)
         s, n = self._obs.get(kind, (0.0, 0))
         if not n and kind in LIKE_KINDS:  # no network seen yet: the prior scaled as the blocks' was
@@ -175,6 +143,15 @@ class TimeBudget:
 
     def net_passes_planned(self) -> int:
         return max(1, self.net_passes)
+
+    def _net_measures(self, minimum: bool) -> float:
+        """Measurements a calibration network still needs, on average: once for the minimum networks,
+        every pass for the others, less what a resumed profile has journalled of them."""
+        plan, p = self.network_plan, (1 if minimum else self.net_passes_planned())
+        if plan is None:
+            return float(p)
+        lo, hi = (0, plan.minimum) if minimum else (plan.minimum, plan.wanted)
+        return plan.to_measure(lo, hi, p) / (hi - lo) if hi > lo else float(p)
 
     def current_rates(self) -> Rates:
         src = "observed in this run" if self._obs else (self._prior.source if self._prior else "prior")
@@ -339,7 +316,8 @@ class TimeBudget:
         self.net_passes = passes
         self.net_uncached = plan.uncached_share
         self.add("calibration networks (minimum)", "network1", minimum, 0)
-        self.add("network passes (minimum)", "measure_net_s", minimum * (passes - 1), PRIORITY["network passes (minimum)"])
+        self.add("network passes (minimum)", "measure_net_s", plan.to_measure(0, minimum, passes) -
+                 plan.first_passes(0, minimum), PRIORITY["network passes (minimum)"])
         self.add("networks to 30", "network", max(0, min(CORE_NETWORKS, wanted) - minimum), PRIORITY["networks to 30"])
         self.add("networks beyond 30", "network", max(0, wanted - max(CORE_NETWORKS, minimum)),
                  PRIORITY["networks beyond 30"])
@@ -380,9 +358,10 @@ class TimeBudget:
         sp = self.phase("spread block passes")
         at = sp.name if sp is not None else None
         self.add("convert networks", "convert_net_s", uncached(n), 0, before=at)
-        self.add("network pass 1", "measure_net_s", n, 0, before=at)
-        self.add("network passes 2+", "measure_net_s", n * (self.net_passes - 1), PRIORITY["network passes (minimum)"],
-                 before=at)
+        first = plan.first_passes(0, n)  # a resumed profile's journalled measurements are not made again
+        self.add("network pass 1", "measure_net_s", first, 0, before=at)
+        self.add("network passes 2+", "measure_net_s", plan.to_measure(0, n, self.net_passes) - first,
+                 PRIORITY["network passes (minimum)"], before=at)
         self.add("network extra passes", "measure_net_s", 0 if self.net_passes < 2 else math.ceil(0.2 * n) * 2,
                  PRIORITY["network extra passes"], before=at)
         return n, self.net_passes
@@ -401,8 +380,8 @@ class TimeBudget:
             k = cached + (ph.done if ph else 0)
             if not self.limited or k < minimum:
                 return True
-            return self.usable_left() - (k + 1) * max(1, passes) * self.rate("measure_net_s") >= \
-                self.rate("convert_net_s")
+            need = self.network_plan.to_measure(0, k + 1, max(1, passes)) if self.network_plan else (k + 1) * passes
+            return self.usable_left() - need * self.rate("measure_net_s") >= self.rate("convert_net_s")
 
         cache.prepare(space, archs, jobs=jobs, progress=progress, on_each=self.ticker("convert networks"),
                       keep_going=go)
@@ -412,8 +391,10 @@ class TimeBudget:
             log.warning("calibration: the time budget stopped the networks' conversions at %d of %d; calibrating "
                         "on those", len(ready), len(archs))
             self.stop("convert networks")
-            self.grow("network pass 1", len(ready))
-            self.grow("network passes 2+", len(ready) * (max(1, passes) - 1))
+            plan = self.network_plan or NetworkPlan(len(archs), 0, passes, 0.0, lambda n: 0)
+            first = plan.to_measure_of(ready, 1)
+            self.grow("network pass 1", first)
+            self.grow("network passes 2+", plan.to_measure_of(ready, max(1, passes)) - first)
             self.notes.append(f"the calibration networks' conversions were stopped for time: calibrated on {len(ready)}")
         return ready
 
@@ -439,7 +420,8 @@ class TimeBudget:
         """Say the plan (once the phases are known, before any conversion) and keep it for the record."""
         text = self.plan_text()
         self.at_start = {"plan": text, "estimate_s": round(self.elapsed() + self.eta_s(), 1),
-                         "minimum_s": round(self.minimum_s(), 1), "rates": self.current_rates().to_dict()}
+                         "minimum_s": round(self.minimum_s(), 1), "rates": self.current_rates().to_dict(),
+                         **({"probe": self.probe} if self.probe else {})}
         self.say(text)
 
     def skipped(self) -> list[dict[str, Any]]:
@@ -459,15 +441,16 @@ class TimeBudget:
                     "(more --calibrate networks or --block-passes would)")
         extra = sum(m["estimate_s"] for m in miss)
         what = ", ".join(f"{m['phase']} ({m['items']} {_unit(m['phase'])})" for m in miss)
-        # a resumed run redoes none of the blocks' work, but measures the calibration networks again
-        again = (extra + (self._net_redo_s() if self.calibrating else 0.0) + self.finish_s()) / (1 - MARGIN)
-        return (f"about {fmt_s(extra)} more would add: {what}"
-                + (" (the calibration networks are measured again on --resume)" if self.calibrating else "")
-                + f": rerun the same command with --resume --time-budget {suggest(again)}")
+        return f"about {fmt_s(extra)} more would add: {what}: rerun the same command with {self.resume_with()}"
 
-    def _net_redo_s(self) -> float:
-        ph = self.phase("network pass 1")
-        return self.rate("measure_net_s") * (ph.done if ph else 0) * self.net_passes_planned()
+    def resume_with(self) -> str | None:
+        """The options that resume this profile with the time what was skipped needs (None: nothing was).
+        A resumed run redoes none of the journalled work: blocks and calibration networks alike."""
+        miss = self.skipped()
+        if not miss:
+            return None
+        need = (sum(m["estimate_s"] for m in miss) + self.finish_s()) / (1 - MARGIN)
+        return f"--resume --time-budget {suggest(need)}"
 
     def record(self, **extra: Any) -> dict[str, Any]:
         """The ``time_budget`` provenance: budget, elapsed, rates, phases, skipped, more time."""
@@ -477,6 +460,7 @@ class TimeBudget:
                 "over_budget": bool(over), "at_start": self.at_start, "rates": self.current_rates().to_dict(),
                 "phases": [ph.to_dict() for ph in self.phases if ph.status != "replaced"], "done": passes,
                 "skipped_for_time": self.skipped(), "more_time": self.more_time_sentence(),
+                "resume_with": self.resume_with(),
                 "notes": list(self.notes), **extra}
 
 

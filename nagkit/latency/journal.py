@@ -64,27 +64,7 @@ class Journal:
     def open(cls, path: Path) -> Journal:
         """Read a journal; a torn last line (a crash mid-write) is cut off, anything else
         unreadable raises :class:`ArtifactError`."""
-        data = path.read_bytes()
-        lines = data.split(b"\n")
-        complete, tail = lines[:-1], lines[-1]
-        good_len = len(data) - len(tail)
-        if tail.strip():
-            try:
-                json.loads(tail)
-                complete.append(tail)  # a whole record without its newline
-                good_len = len(data)
-            except (ValueError, RecursionError):  # JSONDecodeError, bad UTF-8, a 5,000-digit int
-                log.warning("journal %s: dropping a half-written last line (%d bytes)", path, len(tail))
-        recs = []
-        for i, raw in enumerate(complete):
-            if not raw.strip():
-                continue
-            try:
-                recs.append(json.loads(raw))
-            except (ValueError, RecursionError):
-                raise ArtifactError(
-                    f"profile journal {str(path)!r} is corrupt at line {i + 1}; it cannot be resumed",
-                    hint="delete it (and start over) or restore it from a backup") from None
+        recs, data, good_len = read_records(path, "profile journal")
         if not recs or not isinstance(recs[0], dict) or recs[0].get("type") != "header" \
                 or recs[0].get("format") != JOURNAL_FORMAT:
             raise ArtifactError(f"{str(path)!r} is not a nagkit profile journal (no header line)",
@@ -106,27 +86,65 @@ class Journal:
                 continue
             blocks.setdefault(r["key"], r)
             passes.setdefault(r["key"], []).append(r)
-        if good_len < len(data):
-            with open(path, "r+b") as f:
-                f.truncate(good_len)
-                f.flush()
-                os.fsync(f.fileno())
-        elif data and not data.endswith(b"\n"):
-            with open(path, "ab") as f:
-                f.write(b"\n")
-                f.flush()
-                os.fsync(f.fileno())
+        repair_tail(path, data, good_len)
         return cls(path, recs[0], blocks, passes)
 
     def append(self, key: str, stats: Mapping[str, Any], **extra: Any) -> None:
         rec = {"type": "block", "key": key, "stats": dict(stats), "t": utc_now(), **extra}
-        line = json.dumps(rec, sort_keys=True) + "\n"
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        append_record(self.path, rec)
         self.blocks.setdefault(key, rec)
         self.passes.setdefault(key, []).append(rec)
+
+
+def read_records(path: Path, what: str) -> tuple[list[Any], bytes, int]:
+    """(records, the bytes read, the length of their whole lines) of a JSON-lines journal; a torn
+    last line (a crash mid-write) is left out with a warning, any other unreadable line raises
+    :class:`ArtifactError`. Nothing is written: :func:`repair_tail` cuts the torn line off."""
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    complete, tail = lines[:-1], lines[-1]
+    good_len = len(data) - len(tail)
+    if tail.strip():
+        try:
+            json.loads(tail)
+            complete.append(tail)  # a whole record without its newline
+            good_len = len(data)
+        except (ValueError, RecursionError):  # JSONDecodeError, bad UTF-8, a 5,000-digit int
+            log.warning("journal %s: dropping a half-written last line (%d bytes)", path, len(tail))
+    recs = []
+    for i, raw in enumerate(complete):
+        if not raw.strip():
+            continue
+        try:
+            recs.append(json.loads(raw))
+        except (ValueError, RecursionError):
+            raise ArtifactError(f"{what} {str(path)!r} is corrupt at line {i + 1}; it cannot be resumed",
+                                hint="delete it (and start over) or restore it from a backup") from None
+    return recs, data, good_len
+
+
+def append_record(path: Path, rec: Mapping[str, Any]) -> None:
+    """One record appended to a journal as one line, flushed and fsync'd before it counts."""
+    line = json.dumps(rec, sort_keys=True) + "\n"
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def repair_tail(path: Path, data: bytes, good_len: int) -> None:
+    """Cut a journal's torn last line off (``good_len``: its whole lines), or end a whole last
+    record with its newline, so that the next append starts a line of its own."""
+    if good_len < len(data):
+        with open(path, "r+b") as f:
+            f.truncate(good_len)
+            f.flush()
+            os.fsync(f.fileno())
+    elif data and not data.endswith(b"\n"):
+        with open(path, "ab") as f:
+            f.write(b"\n")
+            f.flush()
+            os.fsync(f.fileno())
 
 
 class journal_lock:

@@ -43,6 +43,7 @@ from nagkit.io import check_out_path
 from nagkit.latency.blocks import BlockCache, check_format_precision, default_jobs, unique_layers
 from nagkit.latency.budget import (RATES_FILE, NetworkPlan, TimeBudget, block_priority, block_weights, by_priority,
                                    rates_key, remembered_rates)
+from nagkit.latency.budget_probe import probe_conversions
 from nagkit.latency.journal import Journal, check_journal_matches, device_identity, journal_lock, journal_path
 from nagkit.latency.progress import progress_bar
 from nagkit.latency.table import LatencyTable, stats_problem, utc_now
@@ -158,7 +159,10 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
         budget.plan_networks(networks, len(layers), spread=passes > 1)
     budget.plan_blocks(len(layers), sum(not cache.cached(k) for k in layers),
                        _missing_passes(jpath, layers, passes, resume), extra_passes)
-    budget.check_minimum()  # before the journal, the lock or any conversion: a refusal writes nothing
+    # a cold cache under a budget the priors refuse: a few conversions timed first (decisions 42)
+    with probe_conversions(budget, cache, layers, jobs=jobs, progress=progress) as probe:
+        budget.check_minimum()  # before the journal, the lock or a conversion into the cache: a refusal writes nothing
+        probe.keep(cache)
     budget.announce()
     with journal_lock(jpath):
         journal, measured, resumed, n_meas = _run(device, space, layers, jpath, ident, resume, force, cfg, cache,

@@ -32,6 +32,7 @@ from nagkit.runtimes.convert import IO_NAMES, TFLITE_RECIPE
 from nagkit.runtimes.versions import format_versions
 from nagkit.latency.progress import progress_bar
 from nagkit.latency.table import LatencyTable
+from nagkit.latency.validate_plot import plot_scatter  # noqa: F401 (re-exported)
 from nagkit.space.arch import Arch
 from nagkit.space.sampling import sample
 from nagkit.space.space import SearchSpace
@@ -139,7 +140,7 @@ NETWORK_PASSES = PASSES  # every network is measured once per pass over the whol
 def measure_networks(device, space: SearchSpace, archs: Sequence[Arch], *, cfg=None,
                      cache_dir: str | Path | None = None, progress: bool = True, label: str = "measure",
                      jobs: int | None = None, passes: int = NETWORK_PASSES, extra_passes: int = EXTRA_PASSES,
-                     precision: str = "fp32", budget=None):
+                     precision: str = "fp32", budget=None, journal=None):
     """(LatencyStats per arch, info): every arch measured end to end on ``device``, the way the
     latency benchmark does it, converted at ``precision`` (a table's own: int8 networks for an int8 table).
 
@@ -149,13 +150,14 @@ def measure_networks(device, space: SearchSpace, archs: Sequence[Arch], *, cfg=N
     arch whose best pass is not confirmed by another within 3% is measured again, once per extra
     pass, in up to ``extra_passes`` more passes, and is marked noisy if it still is not (then its
     lowest confirmed pass counts, if any: :func:`~nagkit.latency.passes.pick`). The other
-    statistics are the recorded pass's. ``info["noise"]`` is :func:`network_noise` of the passes:
-    what one pass, and the best of them, vary by here.
+    statistics are the recorded pass's. ``info["noise"]``: :func:`network_noise` of the passes.
 
     ``budget`` (a :class:`~nagkit.latency.budget.TimeBudget`): the conversions and pass 1 are
     timed into it (phases ``convert networks``, ``network pass 1``); a measurement of a later pass
     (``network passes 2+``) or an extra pass (``network extra passes``) starts only while it allows,
-    so a network may end with fewer passes than the others."""
+    so a network may end with fewer passes than the others. ``journal`` (a
+    :class:`~nagkit.latency.net_journal.NetworkJournal`): every measurement is appended to it as it
+    is made, and the passes it holds already (a resumed profile's) are taken, not measured again."""
     from nagkit.latency.budget import TimeBudget
 
     if passes < 1 or extra_passes < 0:
@@ -164,42 +166,58 @@ def measure_networks(device, space: SearchSpace, archs: Sequence[Arch], *, cfg=N
     cache = NetworkCache(device.model_format, cache_dir, precision)
     cache.prepare(space, archs, jobs=jobs, progress=progress, on_each=budget.ticker("convert networks"))
     budget.finish("convert networks")
-    per: list[list] = [[] for _ in archs]
+    had = [journal.stats(a, passes) if journal is not None else ([], []) for a in archs]
+    reg, ext = [list(r) for r, _ in had], [list(e) for _, e in had]  # each arch's passes, and its extra passes
 
-    def one_pass(which: list[int], advance, phase: str) -> bool:
-        for i in which:
-            if phase != "network pass 1" and not budget.may_start(phase):
-                budget.stop(phase)
-                return False
-            a = archs[i]
-            model = cache.get(space, a)
-            shape = (1, space.in_channels, a.r, a.r)
-            t1 = budget.clock()
-            per[i].append(device.measure(model, shape, cfg) if cfg is not None else device.measure(model, shape))
-            budget.done(phase, 1, budget.clock() - t1)
-            advance(str(a))
+    def one(i: int, phase: str, advance, pass_no: int | None = None, extra: int | None = None) -> bool:
+        """Measure arch ``i`` once (False: the budget stops ``phase`` here)."""
+        if phase != "network pass 1" and not budget.may_start(phase):
+            budget.stop(phase)
+            return False
+        a = archs[i]
+        model, shape = cache.get(space, a), (1, space.in_channels, a.r, a.r)
+        t1 = budget.clock()
+        st = device.measure(model, shape, cfg) if cfg is not None else device.measure(model, shape)
+        budget.done(phase, 1, budget.clock() - t1)
+        if journal is not None:
+            journal.append(a, st, pass_no=pass_no, extra=extra)
+        (reg if extra is None else ext)[i].append(st)
+        advance(str(a))
         return True
 
     cut = False
-    with progress_bar(progress, len(archs) * passes, 0, str(device.spec), label) as advance:
-        for p in range(passes):
-            if not one_pass(list(range(len(archs))), advance, "network pass 1" if p == 0 else "network passes 2+"):
+    with progress_bar(progress, len(archs) * passes, sum(map(len, reg)), str(device.spec), label) as advance:
+        for p in range(passes):  # (all() stops at the first measurement the budget stops)
+            phase = "network pass 1" if p == 0 else "network passes 2+"
+            if not all(one(i, phase, advance, pass_no=p + 1) for i in range(len(archs)) if len(reg[i]) <= p):
                 cut = True
                 break
+    per = [reg[i] + ext[i] for i in range(len(archs))]
     remeasured: set[int] = set()
     for k in range(0 if cut else extra_passes):
         noisy = [i for i, st in enumerate(per) if not _confirmed(st)]
         if not noisy:
             break
+        todo = [i for i in noisy if len(ext[i]) <= k]  # those a resumed profile has of this extra pass are kept
         log.info("%s: %d network(s) whose best pass is not confirmed; measuring them again (%d of %d)", label,
-                 len(noisy), k + 1, extra_passes)
+                 len(todo), k + 1, extra_passes)
         remeasured.update(noisy)
-        budget.grow("network extra passes", len(noisy) * (extra_passes - k))  # at most, now that it is known
-        with progress_bar(progress, len(noisy), 0, str(device.spec), f"{label} again") as advance:
-            if not one_pass(noisy, advance, "network extra passes"):
-                break
+        budget.grow("network extra passes", len(todo) + len(noisy) * (extra_passes - k - 1))  # at most
+        with progress_bar(progress, len(todo), 0, str(device.spec), f"{label} again") as advance:
+            stopped = not all(one(i, "network extra passes", advance, extra=k + 1) for i in todo)
+        per = [reg[i] + ext[i] for i in range(len(archs))]
+        if stopped:
+            break
     for phase in ("network passes 2+", "network extra passes"):
         (budget.stop if cut else budget.finish)(phase)
+    out, noise = _summarise(archs, per, remeasured, label, extra_passes)
+    return out, {"dir": str(cache.dir), "precision": precision, "hits": cache.hits, "misses": cache.misses,
+                 "passes": passes, "extra_passes": extra_passes, "statistic": STATISTIC, "noise": noise,
+                 "journalled": sum(len(r) + len(e) for r, e in had)}
+
+
+def _summarise(archs: Sequence[Arch], per: list[list], remeasured: set[int], label: str, extra_passes: int):
+    """(each arch's recorded statistics, the noise record) from every arch's passes."""
     out = [st[0] if len(st) == 1 else _combine_passes(st) for st in per]
     still = [i for i, st in enumerate(per) if not _confirmed(st)]
     noise = {**network_noise(per), "networks": len(archs), "remeasured": len(remeasured), "still_noisy": len(still),
@@ -207,8 +225,7 @@ def measure_networks(device, space: SearchSpace, archs: Sequence[Arch], *, cfg=N
     if still:
         log.warning("%s: %d of %d network(s) stayed noisy (best pass not confirmed within 3%%) after %d extra "
                     "pass(es)", label, len(still), len(archs), extra_passes)
-    return out, {"dir": str(cache.dir), "precision": precision, "hits": cache.hits, "misses": cache.misses, "passes": passes,
-                 "extra_passes": extra_passes, "statistic": STATISTIC, "noise": noise}
+    return out, noise
 
 
 def _confirmed(stats: Sequence[Any]) -> bool:
@@ -234,7 +251,7 @@ def calibrate(table: LatencyTable, device, space: SearchSpace, n: int | None = N
               progress: bool = True, jobs: int | None = None, exclude: Sequence[Arch] = (),
               group_by: str | None = None, shrinkage: float | None = None, passes: int = NETWORK_PASSES,
               extra_passes: int = EXTRA_PASSES,
-              block_pass: Callable[[str], LatencyTable] | None = None, budget=None):
+              block_pass: Callable[[str], LatencyTable] | None = None, budget=None, journal=None):
     """Measure ``n`` random networks (none of ``exclude``; ``None``: the default count, what the
     default scheme needs) and fit, hold out and adopt-or-not the calibration
     (:func:`nagkit.latency.calibration.calibrate_measured`). Returns the
@@ -245,7 +262,8 @@ def calibrate(table: LatencyTable, device, space: SearchSpace, n: int | None = N
     rebuilt (:func:`nagkit.latency.profiler.spread_block_pass`); it is called after the networks'
     conversions and again after their passes, and the fit is made on the table it last returned
     (apply the result to that table, not to ``table``). ``budget``: the
-    :class:`~nagkit.latency.budget.TimeBudget` the measurements keep to (:func:`measure_networks`)."""
+    :class:`~nagkit.latency.budget.TimeBudget` the measurements keep to; ``journal``: the
+    :class:`~nagkit.latency.net_journal.NetworkJournal` they are kept in (:func:`measure_networks`)."""
     from nagkit.latency.calibration import DEFAULT_GROUP_BY, DEFAULT_SHRINKAGE, calibrate_measured, plan_calibration
     from nagkit.latency.table import utc_now
 
@@ -266,7 +284,7 @@ def calibrate(table: LatencyTable, device, space: SearchSpace, n: int | None = N
         table = block_pass("after the calibration networks' conversions")
     stats, cinfo = measure_networks(device, space, archs, cfg=cfg, cache_dir=cache_dir, progress=progress,
                                     label="calibrate", jobs=jobs, passes=passes, extra_passes=extra_passes,
-                                    precision=table.precision, budget=budget)
+                                    precision=table.precision, budget=budget, journal=journal)
     meas = np.array([s.median_ms for s in stats])
     if block_pass is not None:
         table = block_pass("after the calibration networks' passes")
@@ -455,41 +473,3 @@ def report_text(r: dict[str, Any]) -> str:
     if r.get("plot"):
         lines.append(f"plot -> {r['plot']}")
     return "\n".join(lines)
-
-
-def plot_scatter(report: dict[str, Any], path: str | Path) -> Path:
-    """Predicted vs measured scatter (raw and calibrated), written atomically as PNG."""
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from nagkit.io import atomic_write_bytes
-
-    rows = report["archs"]
-    meas = np.array([r["measured_ms"] for r in rows])
-    fig, ax = plt.subplots(figsize=(5.5, 5.5), dpi=120)
-    vals = [meas, np.array([r["raw_ms"] for r in rows])]
-    if report.get("calibrated"):
-        vals.append(np.array([r["calibrated_ms"] for r in rows]))
-    lo, hi = min(float(v.min()) for v in vals) * 0.95, max(float(v.max()) for v in vals) * 1.05
-    xs = np.linspace(lo, hi, 10)
-    ax.plot(xs, xs, "k-", lw=1, label="y = x")
-    ax.fill_between(xs, xs * 0.95, xs * 1.05, color="0.85", label="±5%")
-    ax.scatter(meas, [r["raw_ms"] for r in rows], s=14, label=f"raw sum (MAPE {report['raw']['mape']:.1f}%)")
-    if report.get("calibrated"):
-        ax.scatter(meas, [r["calibrated_ms"] for r in rows], s=14, marker="x",
-                   label=f"calibrated (MAPE {report['calibrated']['mape']:.1f}%)")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
-    ax.set_xlabel("measured latency (ms)")
-    ax.set_ylabel("predicted latency (ms)")
-    ax.set_title(f"{report['space']} on {report['device']} (n={len(rows)})", fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return atomic_write_bytes(path, buf.getvalue())

@@ -5,6 +5,7 @@ fake device advances, so every deadline is checked without waiting."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -270,7 +271,9 @@ def test_a_calibration_measures_as_many_networks_as_the_budget_leaves(tmp_path, 
     assert phases["network pass 1"]["done"] == cal.plan.n
     assert tb["fidelity"]["within_5pct"] is not None and tb["fidelity"]["within_10pct"] is not None
     assert tb["noise_verdict"]["networks"] and tb["noise_verdict"]["blocks"]
-    assert "networks" in tb["more_time"] and "measured again on --resume" in tb["more_time"]
+    # a resume keeps the networks' journalled measurements: the time it asks for is only what was skipped
+    assert "networks" in tb["more_time"] and "measured again" not in tb["more_time"]
+    assert tb["resume_with"].startswith("--resume --time-budget ") and tb["more_time"].endswith(tb["resume_with"])
     assert table.provenance["time_budget"] == tb
     # `lut validate` prints what the profile said it reached, beside what it measures now
     from nagkit.latency.validate import random_archs, report_text, validate
@@ -409,3 +412,168 @@ def test_the_default_budget_is_ten_minutes_on_this_cpu_and_none_on_a_phone(tmp_p
     assert here.table.provenance["time_budget"]["time_budget_s"] == 600
     assert phone.table.provenance["time_budget"]["time_budget_s"] is None
     assert budget_lines(phone.table.provenance["time_budget"])[0].startswith("no time budget: took")
+
+
+# -- the calibration's measurements are journalled: a resume keeps them ---------------------------
+class _FailingNetDevice(_NetDevice):
+    """Interrupted (an error, as a killed run is) after ``fail_after`` network measurements."""
+
+    def __init__(self, clock: Clock, fail_after: int):
+        super().__init__(clock)
+        self.fail_after = fail_after
+
+    def measure(self, model, shape, cfg=None):
+        if self.nets >= self.fail_after:
+            raise KeyboardInterrupt("killed")  # a test double's interruption
+        return super().measure(model, shape, cfg)
+
+
+def _net_records(out):
+    from nagkit.latency.net_journal import network_journal_path
+
+    return [r for r in journal_records(network_journal_path(out))[1:] if r["type"] == "network"]
+
+
+@pytest.mark.filterwarnings("ignore:An input array is constant")  # the fake networks' calibration is flat
+def test_a_resumed_profile_keeps_the_calibration_networks_it_had_measured(tmp_path, fake):
+    from nagkit.app.profile import ProfileOptions, run_profile
+
+    clock, _ = fake
+    space, sp = _space_file(tmp_path)
+    n = len(unique_layers(space, [32]))
+    out = tmp_path / "t.json"
+    opts = dict(space=str(sp), out=out, cache_dir=tmp_path / "cache", progress=False, calibrate="default")
+    budget_s = 3 * n + 45 + 30  # the blocks' passes and about 15 networks (the test above)
+    with pytest.raises(KeyboardInterrupt):  # killed in the calibration's second pass
+        run_profile(_FailingNetDevice(clock, fail_after=26), ProfileOptions(**opts), budget=budget_of(budget_s, clock))
+    first = _net_records(out)
+    assert len(first) == 26 and {r["pass"] for r in first} == {1, 2}
+    clock.t = 0.0
+    dev = _NetDevice(clock)
+    budget = budget_of(budget_s + 60, clock)  # resumed with a larger budget
+    result, table, cal = run_profile(dev, ProfileOptions(**opts, resume=True), budget=budget)
+    recs = _net_records(out)
+    assert recs[:26] == first and len(recs) == 26 + dev.nets  # kept, and only the rest measured
+    keys = [(r["arch"], r.get("pass"), r.get("extra")) for r in recs]
+    assert len(set(keys)) == len(keys)  # no network's pass measured twice
+    fitted = table.calibration.details["fit_archs"] if table.calibration else cal.candidate.details["fit_archs"]
+    had = {r["arch"] for r in first}
+    assert had <= set(fitted)  # the calibration of the resumed run is fitted on the networks paid for before
+    tb = table.provenance["time_budget"]
+    phases = {p["phase"]: p for p in tb["phases"]}
+    assert phases["network pass 1"]["planned"] == cal.plan.n - len(had)  # the plan counts what was journalled
+    assert clock.t <= budget_s + 60
+
+
+def test_a_new_profile_starts_the_calibration_journal_anew(tmp_path):
+    from nagkit.latency.journal import device_identity
+    from nagkit.latency.net_journal import network_journal_path, open_network_journal
+    from nagkit.latency.validate import random_archs
+
+    space = make_tiny_space(resolutions=(32,))
+    out = tmp_path / "t.json"
+    ident = device_identity(_FakeDevice())
+    j = open_network_journal(out, ident, space, resume=False)
+    a = str(random_archs(space, 1, 1, [32])[0])
+    j.append(a, LatencyStats(2.0, 2.0, 0.1, 1.9, 2.1, 1.9, 20), pass_no=1)
+    with open(network_journal_path(out), "a") as f:
+        f.write('{"type": "network", "arch": "torn')  # a crash mid-write
+    again = open_network_journal(out, ident, space, resume=True)
+    assert again.passes() == {a: 1} and network_journal_path(out).read_text().endswith("}\n")
+    other = open_network_journal(out, {**ident, "threads": 4}, space, resume=True)  # another device's: anew
+    assert other.passes() == {}
+    assert open_network_journal(out, ident, space, resume=False).passes() == {}  # no --resume: anew
+
+
+# -- a cold cache: a few conversions timed before the plan commits --------------------------------
+@pytest.fixture
+def converter(monkeypatch, tmp_path):
+    """(seconds per conversion, calls, staging folders): block conversions in this process take
+    ``seconds[0]`` of the fake clock (a test double writing a stand-in file); temporary folders go to
+    ``tmp_path/tmp`` so that what is left there can be checked."""
+    import tempfile
+
+    import nagkit.latency.blocks as blocks
+
+    seconds, calls = [0.5], []
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    return seconds, calls, tmp, blocks
+
+
+class _OnnxDev(_FakeDevice):
+    model_format = "onnx"  # converts its blocks (one at a time, in this process: an ONNX export is quick)
+
+
+def _cold_profile(tmp_path, fake, converter, monkeypatch, budget_s):
+    from nagkit.latency.profiler import profile
+
+    clock, _ = fake
+    seconds, calls, _, blocks = converter
+
+    def convert(task):  # a test double for one conversion
+        clock.t += seconds[0]
+        calls.append(task[3])
+        Path(task[3]).write_bytes(b"model")
+        return task[3]
+
+    monkeypatch.setattr(blocks, "convert_task", convert)
+    space = make_tiny_space(resolutions=(32,))
+    b = with_rates(TimeBudget(budget_s, clock=clock), convert_block_s=3.0, measure_block_s=1.0, convert_net_s=0.0,
+                   measure_net_s=1.0)
+    return profile(_OnnxDev(), space, [32], tmp_path / "out" / "t.json", cache_dir=tmp_path / "out" / "cache",
+                   progress=False, passes=1, budget=b)
+
+
+def test_a_cold_cache_times_a_few_conversions_and_plans_with_this_machines_rate(tmp_path, fake, converter,
+                                                                                monkeypatch):
+    space = make_tiny_space(resolutions=(32,))
+    n = len(unique_layers(space, [32]))
+    prior_min = (n * 3.0 + n * 1.0 + 4) / 0.97  # refused at the priors ...
+    budget_s = (n * 0.5 * 1.25 + n * 1.0 + 4) / 0.97 + 5  # ... accepted at the rate timed here, with 25% to spare
+    assert budget_s < prior_min
+    res = _cold_profile(tmp_path, fake, converter, monkeypatch, budget_s)
+    clock, _ = fake
+    seconds, calls, tmp, _ = converter
+    assert len(calls) == n and len({Path(c).name for c in calls}) == n  # every block converted once: none twice
+    assert sorted(p.name for p in Path(res.cache["dir"]).iterdir()) == sorted(Path(c).name for c in calls)
+    assert res.cache["misses"] == n
+    tb = res.table.provenance["time_budget"]
+    probe = tb["at_start"]["probe"]
+    assert probe["blocks"] == 3 and probe["jobs"] == 1 and probe["steady_s"] == 0.5
+    assert probe["planned_convert_block_s"] == 0.625 and "timed here" in tb["at_start"]["rates"]["source"]
+    conv = {p["phase"]: p for p in tb["phases"]}["convert blocks"]
+    assert conv["planned"] == n and conv["done"] == n and conv["status"] == "done"
+    assert clock.t <= budget_s and not tb["over_budget"]
+    assert list(tmp.iterdir()) == []  # the probe's folder is gone
+
+
+def test_a_budget_too_small_at_the_timed_rate_is_refused_naming_it_and_nothing_is_written(tmp_path, fake, converter,
+                                                                                          monkeypatch):
+    from nagkit.errors import BadInputError
+
+    seconds, calls, tmp, _ = converter
+    seconds[0] = 2.9  # this machine converts about as slowly as the priors say
+    space = make_tiny_space(resolutions=(32,))
+    n = len(unique_layers(space, [32]))
+    budget_s = (n * 1.0 + 4) / 0.97 + 10  # enough were conversions free: worth timing them
+    with pytest.raises(BadInputError, match="below this profile's minimum of about") as ei:
+        _cold_profile(tmp_path, fake, converter, monkeypatch, budget_s)
+    assert "block conversion timed here (3 blocks: 2.90 s each" in ei.value.message
+    assert len(calls) == 3 and not (tmp_path / "out").exists() and list(tmp.iterdir()) == []
+    calls.clear()
+    with pytest.raises(BadInputError, match="below this profile's minimum"):  # hopeless even with free conversions
+        _cold_profile(tmp_path, fake, converter, monkeypatch, n * 0.5)
+    assert calls == [] and not (tmp_path / "out").exists()
+
+
+def test_the_timed_rate_leaves_out_each_processs_start_up():
+    from nagkit.latency.budget_probe import SAFETY, _rate
+
+    # 2 processes, 8 s to start, 2.4 s a conversion each: pairs finish at 10.4, 12.8, 15.2 s
+    steady, startup, rate = _rate(0.0, [10.4, 10.4, 12.8, 12.8, 15.2, 15.2], 2, 80)
+    assert steady == pytest.approx(1.2) and startup == pytest.approx(8.0)
+    assert rate == pytest.approx(SAFETY * 1.2 + 8.0 / 80)  # the rest's processes start again
+    steady, startup, rate = _rate(0.0, [9.0, 10.2, 11.4], 1, 50)  # one, in this process: started once
+    assert steady == pytest.approx(1.2) and startup == pytest.approx(7.8) and rate == pytest.approx(SAFETY * 1.2)

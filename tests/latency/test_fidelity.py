@@ -408,7 +408,8 @@ def test_profile_calibrate_takes_an_optional_count_and_refuses_too_few_before_pr
 
     def fake_profile(*a, **k):
         profiled.append(1)
-        return type("R", (), {"table": type("T", (), {"provenance": {}})()})()
+        return type("R", (), {"table": type("T", (), {"provenance": {}, "precision": "fp32"})(),
+                              "out": tmp_path / "t.json"})()
 
     def fake_calibrate(table, dev, space, n, **k):
         asked.append(n)
