@@ -185,9 +185,12 @@ def main() -> int:
     if args.evolution:
         evo = [r["accuracy_pct_mean"] for r in json.loads(Path(args.evolution).read_text())["evolution"]]
         out["evolution_mean_pct"], out["evolution_from"] = evo, args.evolution
-    names = ["v3", "v3-guided-search", "v3-learned-evaluator", "v3-no-memory", "v3-v2-generator", "v2",
+    names = ["v3", "v3-samples-alone", "v3-guided-search", "v3-learned-evaluator", "v3-no-memory", "v3-v2-generator", "v2",
              "rl-dominance", "rl-mnasnet", "rl-tunas", "rl-no-accuracy", "rl-independent"]
     if args.rows != "all":
+        unknown = sorted(set(args.rows.split(",")) - set(names))
+        if unknown:
+            ap.error(f"unknown rows {', '.join(unknown)}; rows are {', '.join(names)}")
         names = [n for n in names if n in args.rows.split(",")]
     jobs = []
     for n in names:
