@@ -44,11 +44,11 @@ def pytest_configure(config):
 COSTLIEST_FIRST = (
     "tests/runtimes/test_fold.py", "tests/test_no_shared.py", "tests/build/test_build_int8.py", "tests/test_api.py",
     "tests/test_wheel.py", "tests/latency/test_profile_literal.py", "tests/latency/test_precision.py",
-    "tests/build/test_build_manifest.py", "tests/latency/test_profile_adb.py", "tests/app/test_finetune.py",
-    "tests/build/test_build_limits.py", "tests/data/test_supernet_acc.py", "tests/latency/test_profile.py",
+    "tests/latency/test_profile_adb.py", "tests/app/test_finetune.py", "tests/build/test_build_limits.py",
+    "tests/build/test_build_manifest.py", "tests/data/test_supernet_acc.py", "tests/latency/test_profile.py",
     "tests/supernet/test_train.py", "tests/latency/test_ships.py", "tests/space/test_resources.py",
     "tests/cli/test_export_cli.py", "tests/build/test_build_precision.py", "tests/export/test_export_fp16.py",
-    "tests/build/test_build_budget_rules.py",
+    "tests/test_workspace.py", "tests/build/test_build_budget_rules.py",
 )
 
 
