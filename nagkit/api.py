@@ -14,8 +14,8 @@ Example (the README's, run by tests/test_api.py)::
 
     for r in nagkit.generate([1.5, 3.0]):          # the default workspace; zero accuracy queries
         print(f"{r.budget_ms} ms: {r.best.arch} ({r.best.latency_ms:.3f} ms on the table)")
-    b = nagkit.build(1.9, device="cpu", out="out/api-1.9ms", force=True)
-    gate = nagkit.check(b.bundle, device="cpu", budget_ms=1.9)
+    b = nagkit.build(3.0, device="cpu", out="out/api-3ms", force=True)
+    gate = nagkit.check(b.bundle, device="cpu", budget_ms=3.0)
     print(b.bundle, "PASS" if gate.passed else "FAIL", f"{gate.stats.median_ms:.3f} ms")
 """
 

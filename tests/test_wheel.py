@@ -96,15 +96,17 @@ def test_the_installed_nagkit_builds_and_generates_from_an_empty_folder(venv, tm
     empty = tmp_path / "empty"
     empty.mkdir()
     env = _env(cli_env)
-    r = _run(nagkit, "build", "--budget", "1.9", "--export", "tflite", "--device", "cpu", "--json", cwd=empty,
+    # 3 ms: the generator's pick (1.5 ms on the shipped table) meets it with room on a loaded or slow host,
+    # so the build converts one network; at 1.9 ms (a 1.6 ms pick) it re-aimed up to twice (decisions 22)
+    r = _run(nagkit, "build", "--budget", "3", "--export", "tflite", "--device", "cpu", "--json", cwd=empty,
              env=env, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads(r.stdout)
     assert res["verified"] and res["measured"]["median_ms"] > 0 and res["device"].startswith("cpu")
-    assert (empty / "nagkit-bundle-1.9ms" / "model.tflite").is_file()
+    assert (empty / "nagkit-bundle-3ms" / "model.tflite").is_file()
     g = _run(nagkit, "generate", "--workspace", "ofa-note10", "--budget", "30", "--json", cwd=empty, env=env)
     assert g.returncode == 0, g.stderr[-3000:]
     best = json.loads(g.stdout)["results"][0]["best"]
     assert best["latency_ms"] <= 30 and best["accuracy"] > 0.7  # OFA's predictor, shipped in the wheel
-    assert sorted(p.name for p in empty.iterdir()) == ["nagkit-bundle-1.9ms", "nagkit-bundle-1.9ms.zip"]
+    assert sorted(p.name for p in empty.iterdir()) == ["nagkit-bundle-3ms", "nagkit-bundle-3ms.zip"]
     assert not any(Path(env["HOME"]).rglob("nagkit.toml"))  # presets read in place, nothing copied

@@ -8,6 +8,7 @@ out=$(realpath -m "$1"); py=${2:-.venv/bin/python}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 export PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" CPUTIME_OUT="$out/cpu"
+export PYTHONDONTWRITEBYTECODE=  # bytecode written, as `make test` does
 ( while true; do echo "$(date +%s) $(cat /proc/loadavg)" >> "$out/load.txt"; sleep 20; done ) & sampler=$!
 trap 'kill $sampler' EXIT
 /usr/bin/time -f "%e %U %S" -o "$out/time1" nice -n 10 "$py" -m pytest -q -n 2 --dist loadfile -m "not serial" \

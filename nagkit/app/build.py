@@ -316,7 +316,7 @@ class _Build:
         """The accuracy records for the manifest, the one reported first, and notes: the
         exported file on the fine-tuning val split or the Fashion-MNIST test set (as the options
         allow), fine-tuning's before/after, the workspace source's value for the arch."""
-        from nagkit.app.evaluate import fmnist_test_record, folder_val_record
+        from nagkit.app.evaluate import folder_val_record
         from nagkit.app.provenance import source_record
 
         ws, o, arch, t = self.ws, self.opts, cand.arch, time.perf_counter()
@@ -336,13 +336,24 @@ class _Build:
         if self.ft is not None and self.folder is not None:
             records.append(folder_val_record(model, self.space, arch.r, self.folder))
         elif o.accuracy != "never" and _has_fmnist_data(ws):
-            records.append(fmnist_test_record(model, self.space, arch.r))
+            records.append(self.fmnist_test(model, arch))
         if self.ft is not None:
             records += [self.ft.after, self.ft.before]
         elif acc is not None and self.model.source is not None:
             records.append(source_record(self.model.source, acc))
         self.timings["accuracy"] = time.perf_counter() - t
         return records, []
+
+    def fmnist_test(self, model, arch) -> dict[str, Any]:
+        """The exported file's accuracy record on the Fashion-MNIST test set. An int8 file's parity
+        has run this file on all of those images (the same preprocessing, runtime and thread): its
+        int8 accuracy is the record's value, not measured a second time."""
+        from nagkit.app.evaluate import FMNIST_TEST_SPLIT, fmnist_test_record, fmnist_test_record_of
+
+        p = self.int8
+        if p is not None and self.folder is None and (p["dataset"], p["split"]) == ("fashion-mnist", FMNIST_TEST_SPLIT):
+            return fmnist_test_record_of(p["int8_accuracy"], p["images"], model)
+        return fmnist_test_record(model, self.space, arch.r)
 
     def bundle(self, cand, ex, stats, pred: float, pred_raw: float) -> BuildResult:
         """Accuracy (as the options allow), manifest, bundle folder + zip."""

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 RUNTIME_NAME = {"tflite": "LiteRT", "onnx": "ONNX Runtime"}
+FMNIST_TEST_SPLIT = "test (never used for training or search)"
 
 
 def exported_accuracy(model_path: Path, batches: Iterable, threads: int = 1) -> tuple[float, int, float]:
@@ -35,7 +36,6 @@ def _what(model_path: Path) -> str:
 
 def fmnist_test_record(model_path: Path, space, r: int, limit: int | None = None) -> dict:
     """The accuracy record of a model file on the Fashion-MNIST test set (10,000 images)."""
-    from nagkit.export.manifest import accuracy_record
     from nagkit.images.fmnist import load_split
     from nagkit.images.preprocessing import apply
 
@@ -48,7 +48,15 @@ def fmnist_test_record(model_path: Path, space, r: int, limit: int | None = None
             yield apply(x[i:i + 500][:, None], space, r).numpy(), y[i:i + 500]
 
     acc, n, _ = exported_accuracy(model_path, batches())
-    return accuracy_record(acc, dataset="fashion-mnist", split="test (never used for training or search)", images=n,
+    return fmnist_test_record_of(acc, n, model_path)
+
+
+def fmnist_test_record_of(value: float, images: int, model_path: Path) -> dict:
+    """The record :func:`fmnist_test_record` writes for a top-1 ``value`` over ``images`` test
+    images, from an evaluation that already ran the file this way (an int8 build's parity)."""
+    from nagkit.export.manifest import accuracy_record
+
+    return accuracy_record(value, dataset="fashion-mnist", split=FMNIST_TEST_SPLIT, images=images,
                            evaluated=_what(model_path), source="nagkit: the exported model on Debian's Fashion-MNIST")
 
 

@@ -95,7 +95,9 @@ def calibration_inputs(space, r: int, *, split=None, folder=None, n: int = CALIB
 
 
 def _held_out(space, r: int, folder, limit: int | None = None):
-    """(batches of (x, y), dataset, split) the parity is measured on (the first ``limit`` images)."""
+    """(batches of (x, y), dataset, split) the parity is measured on (the first ``limit`` images):
+    the Fashion-MNIST test set as :func:`nagkit.app.evaluate.fmnist_test_record` reads it."""
+    from nagkit.app.evaluate import FMNIST_TEST_SPLIT
     from nagkit.images.preprocessing import apply
 
     if folder is not None:
@@ -108,7 +110,7 @@ def _held_out(space, r: int, folder, limit: int | None = None):
     x, y = load_split("test")
     x, y = x[:limit], y[:limit]
     out = [(apply(x[i:i + 500][:, None], space, r).numpy(), y[i:i + 500]) for i in range(0, len(x), 500)]
-    return out, "fashion-mnist", "test (never used for training or search)"
+    return out, "fashion-mnist", FMNIST_TEST_SPLIT
 
 
 def int8_parity(int8_path, module, space, r: int, *, folder=None, max_drop: float = DEFAULT_MAX_INT8_DROP,

@@ -123,6 +123,9 @@ def test_int8_accuracy_from_the_manifest_alone_is_within_a_point_of_fp32(int8_bu
     par = m["quantization"]["parity"]
     assert acc == pytest.approx(m["accuracy"]["value"], abs=0.001)  # what the manifest reports
     assert acc == pytest.approx(par["int8_accuracy"], abs=0.001)
+    # the build's test-set figure is the parity's run of this file on these images (not run twice)
+    assert m["accuracy"]["value"] == par["int8_accuracy"] and m["accuracy"]["images"] == par["images"]
+    assert m["accuracy"]["evaluated"].startswith("model.tflite (the bundled file) run with LiteRT")
     assert par["images"] == len(y) == 10000 and par["passed"] is True
     assert abs(100 * (par["fp32_accuracy"] - acc)) <= 1.0, par  # within 1.0 point of fp32 of the same arch
     assert par["drop_points"] == pytest.approx(100 * (par["fp32_accuracy"] - par["int8_accuracy"]))
