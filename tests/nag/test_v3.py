@@ -106,6 +106,36 @@ def test_the_active_search_queries_only_new_archs_within_their_budget_up_to_its_
     np.testing.assert_allclose(out.accuracy[150:], truth)
 
 
+def test_a_round_whose_populations_hold_nothing_new_is_filled_from_its_children():
+    """Populations of 2 cannot give 8 picks per budget: the round is filled from every child its
+    generations scored (decisions 44), each new, queried once, and within the budget it was
+    found for. Without the fill a round asked at most 8 archs, and the search took 4x the rounds."""
+    archs, lat, acc = synthetic_data(150, seed=5)
+    known = Pool(from_archs(SP, archs), np.zeros(150), lat, acc)
+    src = open_accuracy_source("synthetic:", SP)
+    sur = make_surrogate(SP, grid(), SurrogateConfig(hidden=32, seed=0))
+    cfg = ActiveConfig(budgets=4, picks=8, parents=2, population=2, generations=2, children=24)
+    search = ActiveSearch(SP, LAT, cfg, SurrogateConfig(hidden=32, round_steps=5), sur, known, cap=100, seed=1)
+    search.fit(40)
+    draw, budgets, asked = search.draw, [], []
+    search.draw = lambda rng: budgets.append(np.sort(draw(rng))) or budgets[-1]
+    orig = search.ask
+
+    def ask():
+        p = orig()
+        asked.append(p)
+        return p
+
+    search.ask = ask
+    out = run_active(search, src.evaluate_decisions)
+    assert [len(p) for p in asked] == [32, 32, 32, 4] and search.used == 100 == len(out) - 150
+    assert search.rounds == 4 and search.refilled == 3  # the last round's 4 came from the populations
+    for b, p in zip(budgets, asked):
+        assert np.all(p.latency <= b[p.group] * (1 + 1e-12))
+    picked = [k for p in asked for k in key_bytes(SP, p.dec)]
+    assert len(set(picked)) == len(picked) and not set(picked) & set(key_bytes(SP, known.dec))
+
+
 # -- the workspace level: journal, resume, re-targeting, the minimum budget ----------------------
 SMALL = {"surrogate": {"hidden": 32, "first_steps": 60, "round_steps": 10, "final_steps": 30},
          "frontier.active": {"budgets": 10, "picks": 2, "generations": 2, "children": 16},
