@@ -142,8 +142,8 @@ class ActiveConfig:
 
     budgets: int = 100
     picks: int = 2
-    parents: int = 16
-    population: int = 32
+    parents: int = 32
+    population: int = 48
     generations: int = 6
     children: int = 96
     max_changes: int = 3
