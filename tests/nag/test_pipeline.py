@@ -184,7 +184,7 @@ def test_artifacts_round_trip_and_a_mixed_set_is_refused(trained, tmp_path):
     save_trained(tr, paths, {"seed": 0}, header)
     m = NagModel.load(SP, TABLE, paths, inference=InferenceConfig(samples=25))
     b = (LAT.fastest_ms + LAT.slowest_ms) / 2
-    ref = NagModel(SP, TABLE, tr.evaluator, tr.generator, inference=InferenceConfig(samples=25))
+    ref = NagModel(SP, TABLE, tr.evaluator, tr.generator, inference=InferenceConfig(samples=25), archive=tr.archive)
     assert m.generate([b], display=False)[0].best.arch == ref.generate([b], display=False)[0].best.arch
     meta = json.loads(paths["generator"].with_suffix(".json").read_text())
     assert meta["provenance"]["evaluator_sha256"] and meta["schema"] == 2
