@@ -73,22 +73,39 @@ class Surrogate(nn.Module):
 
     def recall(self, dec: Decisions) -> np.ndarray:
         """The queried accuracy (percent) of each row, NaN where the arch was never queried
-        (vectorised: the rows' packed keys are looked up in the sorted memory)."""
+        (vectorised: the rows' packed keys, hashed to one integer each, are looked up in the
+        sorted memory, and every hit is confirmed on the whole key)."""
         out = np.full(len(dec), np.nan)
         if len(self.memory_acc) == 0 or len(dec) == 0:
             return out
         if self._lookup is None:
-            mem = self.memory_keys.numpy()
-            order = np.lexsort(mem.T[::-1])
-            self._lookup = (np.ascontiguousarray(mem[order]).view(_row_dtype(mem.shape[1])).reshape(-1),
-                            self.memory_acc.numpy()[order])
-        sorted_keys, acc = self._lookup
+            mem = np.ascontiguousarray(self.memory_keys.numpy())
+            h = _hash(mem)
+            order = np.argsort(h, kind="stable")
+            self._lookup = (h[order], mem[order], self.memory_acc.numpy()[order])
+        hs, mk, acc = self._lookup
         keys = _keys(self.space, dec, self.memory_keys.shape[1]).view(np.int64)
-        q = np.ascontiguousarray(keys).view(_row_dtype(keys.shape[1])).reshape(-1)
-        pos = np.searchsorted(sorted_keys, q)
-        pos = np.minimum(pos, len(sorted_keys) - 1)
-        hit = sorted_keys[pos] == q
+        hq = _hash(keys)
+        pos = np.minimum(np.searchsorted(hs, hq), len(hs) - 1)
+        same_hash = hs[pos] == hq
+        hit = same_hash & (mk[pos] == keys).all(axis=1)
         out[hit] = acc[pos[hit]]
+        clash = np.flatnonzero(same_hash & ~hit)  # two memory keys share a hash: look those rows up whole
+        if len(clash):
+            out[clash] = self._recall_whole(keys[clash])
+        return out
+
+    def _recall_whole(self, keys: np.ndarray) -> np.ndarray:
+        """:meth:`recall` on whole keys (rows of int64), by a sorted structured search."""
+        mem = self.memory_keys.numpy()
+        order = np.lexsort(mem.T[::-1])
+        dt = _row_dtype(mem.shape[1])
+        sorted_keys = np.ascontiguousarray(mem[order]).view(dt).reshape(-1)
+        q = np.ascontiguousarray(keys).view(dt).reshape(-1)
+        pos = np.minimum(np.searchsorted(sorted_keys, q), len(sorted_keys) - 1)
+        hit = sorted_keys[pos] == q
+        out = np.full(len(keys), np.nan)
+        out[hit] = self.memory_acc.numpy()[order][pos[hit]]
         return out
 
     def remember(self, dec: Decisions, acc_pct: np.ndarray) -> None:
@@ -164,6 +181,15 @@ def _row_dtype(width: int) -> np.dtype:
     """A structured dtype of ``width`` int64 fields: rows of keys that sort and compare whole
     (lexicographically), for :func:`numpy.searchsorted`."""
     return np.dtype([(f"f{i}", "<i8") for i in range(width)])
+
+
+def _hash(keys: np.ndarray) -> np.ndarray:
+    """One uint64 per row of int64 keys (FNV-1a style over the columns, wrapping); equal rows
+    hash alike, and :meth:`Surrogate.recall` confirms every match on the whole row."""
+    h = np.full(len(keys), 0xCBF29CE484222325, dtype=np.uint64)
+    for j in range(keys.shape[1]):
+        h = (h ^ keys[:, j].astype(np.uint64)) * np.uint64(0x100000001B3)
+    return h
 
 
 def _keys(space: SearchSpace, dec: Decisions, width: int) -> np.ndarray:

@@ -51,6 +51,24 @@ def test_the_surrogate_learns_accuracy_and_remembers_every_queried_arch_exactly(
     assert before > 0
 
 
+def test_the_memory_stays_exact_when_two_archs_share_a_hash(monkeypatch):
+    """recall hashes each arch's key to one integer; a clash (here: every arch hashes alike) is
+    resolved on the whole key, so no arch reads another's accuracy."""
+    import nagkit.nag.surrogate as S
+
+    sur, dec, _, acc, _ = _fitted(n=120, steps=5)
+    archs2, _, _ = synthetic_data(80, seed=9)
+    probe = concat_dec(dec, from_archs(SP, archs2))
+    exact = sur.recall(probe)
+    monkeypatch.setattr(S, "_hash", lambda keys: np.zeros(len(keys), dtype=np.uint64))
+    sur._lookup = None
+    clashing = sur.recall(probe)
+    np.testing.assert_array_equal(clashing, exact)
+    np.testing.assert_allclose(clashing[:120], 100 * acc, atol=1e-9)
+    known = set(key_bytes(SP, dec))
+    assert all(np.isnan(clashing[120 + i]) == (k not in known) for i, k in enumerate(key_bytes(SP, from_archs(SP, archs2))))
+
+
 def concat_dec(a, b):
     from nagkit.space.decisions import concat
 
