@@ -94,6 +94,20 @@ def test_the_surrogate_as_evaluator_orders_by_dominance_and_round_trips(tmp_path
     torch.testing.assert_close(back.score(back.features(dec, lat), torch.full((len(dec),), b)), torch.from_numpy(s))
 
 
+def _record_asks(search: ActiveSearch) -> list:
+    """Wrap ``search.ask`` so that every round's picks are kept, in order, in the returned list."""
+    asked: list = []
+    orig = search.ask
+
+    def ask():
+        p = orig()
+        asked.append(p)
+        return p
+
+    search.ask = ask
+    return asked
+
+
 def test_the_active_search_queries_only_new_archs_within_their_budget_up_to_its_cap():
     archs, lat, acc = synthetic_data(150, seed=2)
     known = Pool(from_archs(SP, archs), np.zeros(150), lat, acc)
@@ -104,15 +118,7 @@ def test_the_active_search_queries_only_new_archs_within_their_budget_up_to_its_
         search = ActiveSearch(SP, LAT, ActiveConfig(budgets=8, picks=2, generations=3, children=20),
                               SurrogateConfig(hidden=32, round_steps=10), sur, known, cap=97, seed=3)
         search.fit(60)
-        asked: list = []
-        orig = search.ask
-
-        def ask():
-            p = orig()
-            asked.append(p)
-            return p
-
-        search.ask = ask
+        asked = _record_asks(search)
         q0 = src.queries
         out = run_active(search, src.evaluate_decisions)
         assert src.queries - q0 == 97 == search.used and len(out) == 150 + 97
@@ -135,16 +141,9 @@ def test_a_round_whose_populations_hold_nothing_new_is_filled_from_its_children(
     cfg = ActiveConfig(budgets=4, picks=8, parents=2, population=2, generations=2, children=24)
     search = ActiveSearch(SP, LAT, cfg, SurrogateConfig(hidden=32, round_steps=5), sur, known, cap=100, seed=1)
     search.fit(40)
-    draw, budgets, asked = search.draw, [], []
+    draw, budgets = search.draw, []
     search.draw = lambda rng: budgets.append(np.sort(draw(rng))) or budgets[-1]
-    orig = search.ask
-
-    def ask():
-        p = orig()
-        asked.append(p)
-        return p
-
-    search.ask = ask
+    asked = _record_asks(search)
     out = run_active(search, src.evaluate_decisions)
     assert [len(p) for p in asked] == [32, 32, 32, 4] and search.used == 100 == len(out) - 150
     assert search.rounds == 4 and search.refilled == 3  # the last round's 4 came from the populations
