@@ -33,6 +33,8 @@ from torch import nn
 from nagkit.nag.budgets import BudgetGrid, make_embedding
 from nagkit.nag.config import EvaluatorConfig, torch_threads
 from nagkit.nag.features import onehot, onehot_dim
+from nagkit.nag.optim import Adam, one_cycle
+from nagkit.nag.rankstats import kendall_tau
 from nagkit.space.decisions import Decisions
 from nagkit.space.space import SearchSpace
 
@@ -148,13 +150,12 @@ def _train(space, dec, lat, acc, grid, cfg, embed_dim, progress, init=None):
     floor = float(100 * acc.min())
     if init is None:
         model.offset.fill_(float(100 * acc.mean()) if cfg.accuracy_term else floor - 20.0)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     bs = max(1, min(cfg.batch_size, len(train)))
     steps_per_epoch = max(1, len(train) // bs)
     epochs = cfg.epochs if init is not None else max(cfg.epochs, -(-cfg.min_steps // steps_per_epoch))
     total = epochs * steps_per_epoch
-    sched = (torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=total, pct_start=max(0.1, 2 / total))
-             if total >= 4 else torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0))
+    sched = one_cycle(total, cfg.lr, max(0.1, 2 / total)) if total >= 4 else None  # else a constant lr
     lo, hi = grid.lo, grid.hi
     t0, loss_v = time.perf_counter(), math.nan
     model.train()
@@ -170,10 +171,11 @@ def _train(space, dec, lat, acc, grid, cfg, embed_dim, progress, init=None):
                 bud = torch.from_numpy(lo + rng.random(cfg.pairwise_budgets) * (hi - lo)).float()
                 s = model.score_grid(x_all[idx], bud)
                 loss = ranking_loss(s, dominance(acc_t[idx], lat_t[idx], bud, cfg.accuracy_term))
-            opt.zero_grad(set_to_none=True)
+            opt.zero_grad()
             loss.backward()
+            if sched is not None:
+                opt.lr, opt.beta1 = sched[epoch * steps_per_epoch + b]
             opt.step()
-            sched.step()
             loss_v = float(loss.detach())
         if progress:
             progress(epoch + 1, epochs, loss_v)
@@ -203,8 +205,6 @@ def ranking_metrics(scores: np.ndarray, acc: np.ndarray, lat: np.ndarray, budget
     """Per budget: pairwise ranking accuracy against d(.,.,B) and Kendall tau of R against the
     true order (feasible archs by accuracy, above infeasible ones by latency); also tau among
     the feasible archs only."""
-    from scipy.stats import kendalltau
-
     per = []
     iu = np.triu_indices(len(acc), k=1)
     for bi, B in enumerate(budgets):
@@ -216,8 +216,8 @@ def ranking_metrics(scores: np.ndarray, acc: np.ndarray, lat: np.ndarray, budget
         valid = d[iu] != 0
         pair_acc = float((pred[iu][valid] == d[iu][valid]).mean()) if valid.any() else math.nan
         util = np.where(fit, acc, -1.0 - lat)  # any feasible arch beats every infeasible one
-        tau = float(kendalltau(s, util).statistic)
-        tau_fit = float(kendalltau(s[fit], acc[fit]).statistic) if fit.sum() >= 3 else math.nan
+        tau = kendall_tau(s, util)
+        tau_fit = kendall_tau(s[fit], acc[fit]) if fit.sum() >= 3 else math.nan
         per.append({"budget_ms": float(B), "pairwise_accuracy": pair_acc, "kendall_tau": tau,
                     "kendall_tau_feasible": tau_fit, "n_feasible": int(fit.sum())})
     return {"per_budget": per,

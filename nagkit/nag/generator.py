@@ -34,6 +34,7 @@ from torch import nn
 from nagkit.latency.slots import SlotLatency
 from nagkit.nag.budgets import BudgetGrid, make_embedding
 from nagkit.nag.config import GeneratorConfig, torch_threads
+from nagkit.nag.optim import Adam, one_cycle
 from nagkit.space.decisions import Decisions
 from nagkit.space.space import SearchSpace
 
@@ -294,21 +295,20 @@ def imitate(gen: Generator, budgets_fn: Callable[[int, np.random.Generator], tup
     with torch_threads():
         gen.train()
         rng = np.random.default_rng(seed)
-        opt = torch.optim.Adam(gen.parameters(), lr=cfg.lr)
+        opt = Adam(gen.parameters(), lr=cfg.lr)
         steps = cfg.imitation_steps
-        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=steps,
-                                                    pct_start=max(0.1, 2.0 / steps)) if steps >= 4 else None
+        sched = one_cycle(steps, cfg.lr, max(0.1, 2.0 / steps)) if steps >= 4 else None
         t0, loss_v, history = time.perf_counter(), float("nan"), []
         for step in range(steps):
             bud, dec = budgets_fn(cfg.imitation_batch, rng)
             logp = gen.log_prob(torch.from_numpy(bud), dec)
             loss = -logp.mean()
-            opt.zero_grad(set_to_none=True)
+            opt.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(gen.parameters(), 5.0)
-            opt.step()
             if sched is not None:
-                sched.step()
+                opt.lr, opt.beta1 = sched[step]
+            opt.step()
             loss_v = float(loss.detach())
             if step % 100 == 0 or step == steps - 1:
                 history.append({"step": step, "nll": loss_v})
@@ -325,7 +325,7 @@ def reinforce(gen: Generator, grid_range: tuple[float, float], cfg: GeneratorCon
     with torch_threads():
         rng = np.random.default_rng(seed)
         tgen = torch.Generator().manual_seed(seed)
-        opt = torch.optim.Adam(gen.parameters(), lr=cfg.rl_lr)
+        opt = Adam(gen.parameters(), lr=cfg.rl_lr)
         kb, nb = cfg.budgets_per_step, cfg.samples_per_budget
         lo, hi = grid_range
         baseline = np.full(kb, np.nan)
@@ -344,7 +344,7 @@ def reinforce(gen: Generator, grid_range: tuple[float, float], cfg: GeneratorCon
                                 cfg.baseline_decay * baseline + (1 - cfg.baseline_decay) * means)
             adv = (rew - torch.from_numpy(baseline).float().unsqueeze(1)) / (rew.std(dim=1, keepdim=True) + 1e-6)
             loss = -(adv.reshape(-1) * logp.float()).mean() - cfg.entropy * ent.float().mean()
-            opt.zero_grad(set_to_none=True)
+            opt.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(gen.parameters(), 5.0)
             opt.step()

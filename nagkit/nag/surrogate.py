@@ -31,6 +31,8 @@ from nagkit.nag.budgets import BudgetGrid
 from nagkit.nag.config import SurrogateConfig, torch_threads
 from nagkit.nag.evaluator import INFEASIBLE_GAP
 from nagkit.nag.features import onehot, onehot_dim
+from nagkit.nag.optim import Adam
+from nagkit.nag.rankstats import kendall_tau
 from nagkit.space.decisions import Decisions, packed_keys
 from nagkit.space.space import SearchSpace
 
@@ -54,7 +56,7 @@ class Surrogate(nn.Module):
         self.register_buffer("memory_keys", torch.zeros((0, 1), dtype=torch.int64))
         self.register_buffer("memory_acc", torch.zeros(0, dtype=torch.float64))
         self._lookup: tuple[np.ndarray, np.ndarray] | None = None
-        self._opt: torch.optim.Optimizer | None = None
+        self._opt: Adam | None = None
 
     # -- the estimate -----------------------------------------------------------------------
     def estimate(self, x: torch.Tensor) -> torch.Tensor:
@@ -156,7 +158,7 @@ class Surrogate(nn.Module):
         first = self._opt is None
         if first:
             self.offset.fill_(float(y.mean()))
-            self._opt = torch.optim.Adam(self.mlp.parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
+            self._opt = Adam(self.mlp.parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
         x = self._encode(self.space, dec)
         bs = min(self.cfg.batch_size, len(y))
         loss_v = float("nan")
@@ -169,7 +171,7 @@ class Surrogate(nn.Module):
                     idx[:n_new] = np.arange(len(y) - n_new, len(y))
                 idx = torch.from_numpy(idx)
                 loss = (self.estimate(x[idx]) - y[idx]).pow(2).mean()
-                self._opt.zero_grad(set_to_none=True)
+                self._opt.zero_grad()
                 loss.backward()
                 self._opt.step()
                 loss_v = float(loss.detach())
@@ -209,10 +211,8 @@ def make_surrogate(space: SearchSpace, grid: BudgetGrid, cfg: SurrogateConfig) -
 def holdout_error(model: Surrogate, dec: Decisions, acc: np.ndarray) -> dict[str, float]:
     """Mean absolute error (points) and Kendall tau of the *estimate* (memory ignored) on rows it
     was not fitted on (``acc`` as fractions)."""
-    from scipy.stats import kendalltau
-
     acc_pct = 100.0 * np.asarray(acc, dtype=np.float64)
     with torch.no_grad():
         est = model.estimate(model._encode(model.space, dec)).double().numpy()
     return {"mae_points": float(np.mean(np.abs(est - acc_pct))),
-            "kendall_tau": float(kendalltau(est, acc_pct).statistic) if len(est) > 2 else float("nan")}
+            "kendall_tau": kendall_tau(est, acc_pct) if len(est) > 2 else float("nan")}
