@@ -465,26 +465,34 @@ def _warn_fidelity(rec: dict | None) -> None:
 @click.option("--anchors", type=click.IntRange(min=0), default=10, show_default=True,
               help="The table's own calibration networks to measure again, in the same passes: has the "
                    "machine's speed moved since the table was made? 0: none.")
+@click.option("--time-budget", "time_budget", default=None, metavar="DURATION",
+              help="The time the validation keeps to: 10m, 90s, 1h30m or seconds. Converting the networks and "
+                   "measuring each once are required (a budget below them is refused before any conversion, "
+                   "naming the minimum); further passes run while the time left allows. Default: none (the "
+                   "plan and its estimate are said before any work).")
 @seed_option
 @cache_option
 @jobs_option
 @progress_option
 @json_option
 @verbosity_option
-def validate_cmd(lut_path, device_spec, n, res_text, plot, min_within_5, anchors, seed, cache_dir, jobs, progress,
-                 as_json) -> None:
+def validate_cmd(lut_path, device_spec, n, res_text, plot, min_within_5, anchors, time_budget, seed, cache_dir, jobs,
+                 progress, as_json) -> None:
     """Measure N random whole networks end to end and compare them with the table's predictions."""
     from nagkit.errors import CheckFailedError
+    from nagkit.latency.budget import TimeBudget
+    from nagkit.latency.budget_text import parse_time_budget
     from nagkit.latency.table import LatencyTable
     from nagkit.latency.validate import plot_scatter, report_text, validate
 
+    budget = TimeBudget(None if time_budget is None else parse_time_budget(time_budget))  # bad: one line, exit 2
     table = LatencyTable.load(lut_path)
     sp = table.space()
     res = _parse_resolutions(res_text, sp)
     dev = _open_device(device_spec, table)
     try:
         rep = validate(table, dev, sp, n, seed=seed, resolutions=res, cache_dir=cache_dir, progress=progress,
-                       jobs=jobs, anchors=anchors)
+                       jobs=jobs, anchors=anchors, budget=budget)
     finally:
         dev.close()
     if plot:
@@ -495,6 +503,6 @@ def validate_cmd(lut_path, device_spec, n, res_text, plot, min_within_5, anchors
     if min_within_5 is not None:
         m = rep["calibrated"] or rep["raw"]
         if m["within_5pct"] < min_within_5:
-            raise CheckFailedError(f"only {m['within_5pct']:.0%} of {n} networks are within ±5% "
+            raise CheckFailedError(f"only {m['within_5pct']:.0%} of {rep['samples']} networks are within ±5% "
                                    f"(required {min_within_5:.0%})",
                                    hint="re-calibrate with `nagkit lut calibrate`, or re-profile on a quiet machine")

@@ -205,19 +205,20 @@ class TimeBudget:
         need = sum(self.cost(p) for p in self.phases if p.priority == 0) + self.finish_s()
         return need / (1 - MARGIN)
 
-    def check_minimum(self) -> None:
-        """Refuse (exit 2, nothing written) a budget below :meth:`minimum_s`, naming it."""
+    def check_minimum(self, what: str = "profile", fewer: str | None = None) -> None:
+        """Refuse (exit 2, nothing written) a budget below :meth:`minimum_s`, naming it; ``what``
+        names the run, ``fewer`` the option that asks for less work (default: a profile's)."""
         if not self.limited:
             return
         need = self.minimum_s() + self.elapsed()
         if self.budget_s < need:
             parts = "; ".join(f"{p.name} {fmt_s(self.cost(p))}" for p in self.phases if p.priority == 0 and p.remaining)
+            if fewer is None and any(p.kind == "convert_block_s" and p.remaining for p in self.phases):
+                fewer = "profile fewer --resolutions"
             raise BadInputError(
-                f"--time-budget {fmt_s(self.budget_s)} is below this profile's minimum of about {fmt_s(need)} "
+                f"--time-budget {fmt_s(self.budget_s)} is below this {what}'s minimum of about {fmt_s(need)} "
                 f"({parts}; finishing {fmt_s(self.finish_s())}; rates: {self.current_rates().source})",
-                hint=f"give --time-budget {suggest(need)} or more" + (
-                    ", or profile fewer --resolutions" if any(p.kind == "convert_block_s" and p.remaining
-                                                             for p in self.phases) else ""))
+                hint=f"give --time-budget {suggest(need)} or more" + (f", or {fewer}" if fewer else ""))
 
     def may_start(self, name: str, n: int = 1) -> bool:
         """Whether ``n`` more items of phase ``name`` fit in the time left, keeping time for every

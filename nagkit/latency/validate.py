@@ -349,7 +349,7 @@ def level_shift(now_ms: Sequence[float], recorded_ms: Sequence[float], recorded_
 def validate(table: LatencyTable, device, space: SearchSpace, n: int, seed: int = 0, *,
              resolutions: Sequence[int] | None = None, cfg=None, cache_dir=None,
              progress: bool = True, jobs: int | None = None, passes: int = NETWORK_PASSES,
-             extra_passes: int = EXTRA_PASSES, anchors: int = LEVEL_ANCHORS) -> dict[str, Any]:
+             extra_passes: int = EXTRA_PASSES, anchors: int = LEVEL_ANCHORS, budget=None) -> dict[str, Any]:
     """Measure ``n`` random networks end to end (as :func:`measure_networks`: interleaved passes,
     noisy ones measured again) and compare them with the table's predictions.
 
@@ -357,18 +357,108 @@ def validate(table: LatencyTable, device, space: SearchSpace, n: int, seed: int 
     are measured again: their ratio to what was recorded (:func:`level_shift`) says whether the
     machine runs at the level the table was made at. A machine whose host changes state (a VM)
     can move by more than ±5% allows between profiling and validation; the verdict names it. The
-    noise record counts the anchors among the networks measured."""
+    noise record counts the anchors among the networks measured.
+
+    ``budget`` (a :class:`~nagkit.latency.budget.TimeBudget`, ``--time-budget``; None: no limit):
+    the plan is said before any work, with its estimate (no budget: the estimate alone). Converting
+    every network and measuring each once is the minimum: a budget below it is refused before any
+    conversion (exit 2, naming it). When the conversions run slower than planned, they stop where
+    the networks converted so far still get their first pass, and the report validates on those
+    (``samples`` against ``samples_asked``, a note, and the verdict on fewer networks); further
+    passes and extra passes run while the time left allows (decisions 47)."""
+    from nagkit.latency.budget import TimeBudget
+
     if anchors < 0:
         raise BadInputError(f"anchors must be >= 0, got {anchors}", hint="--anchors 0 measures none")
     archs = random_archs(space, n, seed, resolutions or _table_res(table, space))
     table.predict_many(space, archs, calibrated=False)  # fail on a missing key before measuring
     ref, ref_ms, ref_when = level_anchors(table, space, anchors, exclude=archs)
-    stats, cinfo = measure_networks(device, space, [*archs, *ref], cfg=cfg, cache_dir=cache_dir, progress=progress,
+    budget = budget if budget is not None else TimeBudget(None)
+    cache = NetworkCache(device.model_format, cache_dir, table.precision)
+    nets = [*archs, *ref]
+    _plan_validation(budget, device, cache, cache_dir, space, nets, passes, extra_passes, table.precision)
+    budget.check_minimum("validation", "validate fewer --samples")  # before any conversion: nothing written
+    budget.announce()
+
+    def go() -> bool:  # one more conversion only while those converted so far get their first pass
+        ph = budget.phase("convert networks")
+        k = len(nets) - ph.remaining if ph is not None else 0
+        return not budget.limited or \
+            budget.usable_left() - (k + 1) * budget.rate("measure_net_s") >= budget.rate("convert_net_s")
+
+    cache.prepare(space, nets, jobs=jobs, progress=progress, on_each=budget.ticker("convert networks"), keep_going=go)
+    left = set(cache.uncached(space, nets))
+    if left:
+        log.warning("validate: the time budget stopped the conversions at %d of %d networks; validating on those",
+                    len(nets) - len(left), len(nets))
+        budget.stop("convert networks")
+        budget.notes.append(f"the conversions were stopped for time: {len(nets) - len(left)} of {len(nets)} networks "
+                            "converted and measured")
+        keep_a = [a for a in archs if a not in left]
+        keep_r = [(a, ms) for a, ms in zip(ref, ref_ms) if a not in left]
+        archs, ref, ref_ms = keep_a, [a for a, _ in keep_r], [ms for _, ms in keep_r]
+        nets = [*archs, *ref]
+        budget.grow("network pass 1", len(nets))
+        budget.grow("network passes 2+", len(nets) * (passes - 1))
+        if not archs:
+            from nagkit.latency.budget_text import suggest
+
+            raise BadInputError("the time budget ran out before any network to validate was converted",
+                                hint=f"give --time-budget {suggest(2 * budget.minimum_s())} or more, or fewer --samples")
+    else:
+        budget.finish("convert networks")
+    stats, cinfo = measure_networks(device, space, nets, cfg=cfg, cache_dir=cache_dir, progress=progress,
                                     label="validate", jobs=jobs, passes=passes, extra_passes=extra_passes,
-                                    precision=table.precision)
+                                    precision=table.precision, budget=budget)
+    budget.remember()
     level = level_shift([s.median_ms for s in stats[len(archs):]], ref_ms, ref_when)
-    return validation_report(table, space, archs, stats[:len(archs)], device=str(device.spec), seed=seed,
-                             network_cache=cinfo, level=level, other_cpu=other_cpu(table, device))
+    rep = validation_report(table, space, archs, stats[:len(archs)], device=str(device.spec), seed=seed,
+                            network_cache=cinfo, level=level, other_cpu=other_cpu(table, device))
+    rep["samples_asked"] = n
+    rep["time_budget"] = _record(budget)
+    return rep
+
+
+def _record(budget) -> dict[str, Any]:
+    """The budget's record, its advice in a validation's terms (a validation does not resume:
+    a rerun with more time measures again, from the cached conversions)."""
+    from nagkit.latency.budget_text import fmt_s, suggest
+
+    rec = budget.record()
+    miss = rec["skipped_for_time"]
+    if miss:
+        extra = sum(m["estimate_s"] for m in miss)
+        what = ", ".join(f"{m['phase']} ({m['items']})" for m in miss)
+        rec["more_time"] = (f"about {fmt_s(extra)} more would add: {what}: rerun with "
+                            f"--time-budget {suggest(rec['elapsed_s'] + extra)}")
+    else:
+        rec["more_time"] = None
+    rec["resume_with"] = None
+    return rec
+
+
+def _plan_validation(budget, device, cache: NetworkCache, cache_dir, space: SearchSpace, nets: Sequence[Arch],
+                     passes: int, extra_passes: int, precision: str) -> None:
+    """The phases of a validation: conversions and pass 1 required; passes 2+ (priority 1) and the
+    extra passes (2) while the time allows. Rates: those the last profile or validation of this
+    device on this host observed (kept beside the block cache, as a profile keeps them)."""
+    import platform
+
+    from nagkit.latency.budget_rates import RATES_FILE, rates_key, remembered_rates
+    from nagkit.latency.journal import device_identity
+
+    root = Path(cache_dir) if cache_dir else default_cache_dir()  # a BlockCache's root
+    budget.memory = (root / RATES_FILE, rates_key(device_identity(device, precision), platform.node()))
+    on_host = getattr(device, "kind", None) == "cpu"
+    if budget.budget_s == "default":
+        budget.budget_s = None  # validation has no default budget: it measures what it is asked (with its estimate)
+    budget.resolve(on_host, device.model_format, remembered_rates(*budget.memory))
+    uncached = len(cache.uncached(space, nets))
+    k = len(nets)
+    budget.add("convert networks", "convert_net_s", uncached, 0)
+    budget.add("network pass 1", "measure_net_s", k, 0)
+    budget.add("network passes 2+", "measure_net_s", k * (passes - 1), 1)
+    budget.add("network extra passes", "measure_net_s", 0 if passes < 2 else math.ceil(0.2 * k) * min(extra_passes, 2), 2)
 
 
 def other_cpu(table: LatencyTable, device) -> str | None:
@@ -463,6 +553,15 @@ def report_text(r: dict[str, Any]) -> str:
                         if lv.get("at_table_level") else ""))
     if r.get("other_cpu"):
         lines.append(f"machine    {r['other_cpu']}")
+    tb = r.get("time_budget")
+    if tb:
+        from nagkit.latency.budget_text import budget_lines
+
+        asked = r.get("samples_asked", r["samples"])
+        lines.append(f"time       {budget_lines(tb)[0]}" + (f"; {r['samples']} of {asked} networks validated"
+                                                           if r["samples"] < asked else ""))
+        if tb.get("more_time"):
+            lines.append(f"more time  {tb['more_time']}")
     pb = r.get("profile_budget")
     if pb:  # the profile's own claim, beside what was measured now
         from nagkit.latency.budget_text import budget_lines

@@ -577,3 +577,92 @@ def test_the_timed_rate_leaves_out_each_processs_start_up():
     assert rate == pytest.approx(SAFETY * 1.2 + 8.0 / 80)  # the rest's processes start again
     steady, startup, rate = _rate(0.0, [9.0, 10.2, 11.4], 1, 50)  # one, in this process: started once
     assert steady == pytest.approx(1.2) and startup == pytest.approx(7.8) and rate == pytest.approx(SAFETY * 1.2)
+
+
+# -- `lut validate --time-budget` (decisions 47) ------------------------------------------------
+def _val_budget(seconds, clock, convert_s=0.0):
+    return with_rates(TimeBudget(seconds, clock=clock), convert_block_s=0.0, measure_block_s=1.0,
+                      convert_net_s=convert_s, measure_net_s=1.0)
+
+
+def test_validate_keeps_to_its_time_budget_dropping_later_passes_first(lat_space, lat_table, tmp_path):
+    """20 networks, 3 passes at 1 s a measurement: 60 s and more asked, 30 s given. Every network
+    is measured once (required), the second pass as far as the time allows, the third not at all;
+    the report and its text say so."""
+    from nagkit.latency.validate import report_text, validate
+
+    clock = Clock()
+    dev = _NetDevice(clock)
+    rep = validate(lat_table, dev, lat_space, 20, seed=4, resolutions=[32], progress=False, passes=3, anchors=0,
+                   cache_dir=tmp_path / "cache", budget=_val_budget(30, clock))
+    tb = rep["time_budget"]
+    phases = {p["phase"]: p for p in tb["phases"]}
+    assert phases["network pass 1"]["done"] == 20 and rep["samples"] == rep["samples_asked"] == 20
+    assert 0 < phases["network passes 2+"]["done"] < 40 and phases["network passes 2+"]["status"] == "stopped for time"
+    assert clock.t <= 30 and tb["time_budget_s"] == 30 and not tb["over_budget"]
+    assert tb["more_time"].startswith("about ") and "--time-budget" in tb["more_time"] and "--resume" not in tb["more_time"]
+    text = report_text(rep)
+    assert "time       time budget 30 s: used" in text and "left out for time: network passes 2+" in text
+    # without a budget every pass runs, and the estimate is still said first
+    clock2 = Clock()
+    said = []
+    b = _val_budget(None, clock2)
+    b.say = said.append
+    full = validate(lat_table, _NetDevice(clock2), lat_space, 20, seed=4, resolutions=[32], progress=False, passes=3,
+                    anchors=0, cache_dir=tmp_path / "cache", budget=b)
+    assert {p["phase"]: p for p in full["time_budget"]["phases"]}["network passes 2+"]["done"] == 40
+    assert said and said[0].startswith("no time budget, estimated ") and full["time_budget"]["more_time"] is None
+
+
+def test_validate_refuses_a_budget_below_its_minimum_before_any_measurement(lat_space, lat_table, tmp_path):
+    from nagkit.errors import BadInputError
+    from nagkit.latency.validate import validate
+
+    clock = Clock()
+    dev = _NetDevice(clock)
+    with pytest.raises(BadInputError) as e:  # 20 networks measured once: 20 s at least
+        validate(lat_table, dev, lat_space, 20, seed=4, resolutions=[32], progress=False, passes=3, anchors=0,
+                 cache_dir=tmp_path / "cache", budget=_val_budget(10, clock))
+    assert "below this validation's minimum of about" in str(e.value) and "fewer --samples" in e.value.hint
+    assert dev.nets == 0 and not (tmp_path / "cache").exists()
+
+
+def test_validate_on_the_networks_converted_when_conversions_run_slow(lat_space, lat_table, tmp_path, monkeypatch):
+    """Conversions planned at 1 s take 4 s: they stop where those converted still get their pass,
+    and the report validates on those, saying how many of how many."""
+    import nagkit.latency.blocks as blocks
+    from nagkit.latency.validate import report_text, validate
+
+    clock = Clock()
+
+    def convert(task):  # a test double: a stand-in file; a network takes 4 s of the fake clock
+        clock.t += 4.0
+        Path(task[3]).write_bytes(b"model")
+        return task[3]
+
+    monkeypatch.setattr(blocks, "convert_task", convert)
+
+    class OnnxDev(_NetDevice):
+        model_format = "onnx"
+
+    rep = validate(lat_table, OnnxDev(clock), lat_space, 20, seed=4, resolutions=[32], progress=False, passes=2,
+                   anchors=0, cache_dir=tmp_path / "cache", budget=_val_budget(60, clock, convert_s=1.0), jobs=1)
+    tb = rep["time_budget"]
+    phases = {p["phase"]: p for p in tb["phases"]}
+    assert phases["convert networks"]["status"] == "stopped for time"
+    assert 0 < rep["samples"] == phases["convert networks"]["done"] < 20 == rep["samples_asked"]
+    assert len(rep["archs"]) == rep["samples"] and phases["network pass 1"]["done"] == rep["samples"]
+    assert clock.t <= 60 + 4.0  # give or take the conversion that found it out
+    assert any("stopped for time" in x for x in tb["notes"])
+    assert f"{rep['samples']} of 20 networks validated" in report_text(rep)
+
+
+@pytest.mark.parametrize("value", ["0", "abc", "-5m"])
+def test_lut_validate_refuses_a_bad_time_budget_in_one_line(tmp_path, value, lat_table, capsys):
+    p = tmp_path / "t.json"
+    lat_table.save(p)
+    out = tmp_path / "empty"
+    out.mkdir()
+    res = run_cli_inproc(["lut", "validate", "--lut", str(p), "--device", "cpu-onnx-1t", "--time-budget", value,
+                          "--cache-dir", str(out)], capsys)
+    assert_refused(res, ["--time-budget"], out)

@@ -176,6 +176,9 @@ class ScriptedDevice:
         self.script = script  # arch string -> list of medians, one per call
         self.calls: dict[str, int] = {}
 
+    def runtime_info(self):
+        return {"name": "scripted", "threads": 1}
+
     def measure(self, model, input_shape, cfg=None):
         a = model.meta["arch"]
         i = self.calls[a] = self.calls.get(a, 0) + 1
