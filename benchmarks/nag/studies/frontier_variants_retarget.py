@@ -14,6 +14,9 @@ VARIANTS = {
     "r40_g12": "[frontier.active]\nbudgets = 12\ngenerations = 12\n",
     "r20_g12_p1": "[frontier.active]\nbudgets = 50\npicks = 1\ngenerations = 12\n",
     "r40_g12_p1": "[frontier.active]\nbudgets = 25\npicks = 1\ngenerations = 12\n",
+    "grow2": "[frontier.retarget]\ngrow = 2\n",
+    "grow4": "[frontier.retarget]\ngrow = 4\n",
+    "grow4a": "[frontier.retarget]\ngrow = 4\ngrow_share = 1.0\n",
 }
 TMP = Path(tempfile.mkdtemp(prefix="rt-"))
 

@@ -8,7 +8,10 @@ REF = json.load(open(pathlib.Path(__file__).with_name("evo_ref.json")))  # OFA-e
 VARIANTS = {"base": [], "g12": ["frontier.active.generations=12"], "g9": ["frontier.active.generations=9"],
             "mc5": ["frontier.active.max_changes=5"], "par32": ["frontier.active.parents=32", "frontier.active.population=48"],
             "b200p1": ["frontier.active.budgets=200", "frontier.active.picks=1"], "cx5": ["frontier.active.crossover=0.5"],
-            "ch192": ["frontier.active.children=192"], "b50": ["frontier.active.budgets=50"]}
+            "ch192": ["frontier.active.children=192"], "b50": ["frontier.active.budgets=50"],
+            # grown children (the 60 ms tail of decisions 45's note): half the children, or all, raised towards B
+            "grow2": ["frontier.active.grow=2"], "grow4": ["frontier.active.grow=4"],
+            "grow4a": ["frontier.active.grow=4", "frontier.active.grow_share=1.0"]}
 
 def run(j):
     import torch; torch.set_num_threads(1)
