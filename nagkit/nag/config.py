@@ -150,8 +150,6 @@ class ActiveConfig:
     res_step: int = 4
     crossover: float = 0.2
     repair: int = 4
-    grow: int = 0  # steps that raise a child under B towards B (each kept only if it still fits)
-    grow_share: float = 0.5  # the share of each generation's children that grow (when grow > 0)
 
 
 @dataclass(frozen=True)
@@ -236,7 +234,7 @@ _RANGES: dict[str, tuple[float, float]] = {  # inclusive bounds of numeric field
     "refine_imitation": (0, 10_000_000), "min_ms": (0.0, 1e9), "max_ms": (0.0, 1e9), "seed": (0, SEED_MAX),
     "layers": (1, 16), "first_steps": (0, 10_000_000), "round_steps": (0, 10_000_000), "final_steps": (0, 10_000_000),
     "retarget_queries": (0, 1_000_000_000), "picks": (1, 100_000), "population": (1, 100_000),
-    "generations": (0, 10_000), "grow": (0, 1000), "grow_share": (0.0, 1.0),
+    "generations": (0, 10_000),
 }
 _CHOICES = {"loss": ("pointwise", "pairwise"), "reward": ("dominance", "mnasnet", "tunas"),
             "kind": ("surrogate", "learned"), "method": ("surrogate", "guided")}

@@ -115,8 +115,6 @@ class ActiveSearch:
         lat = self.latency(kids)
         if cfg.repair > 0:
             lat = ops.repair_down(sp, kids, lat, bud, self.latency, rng, cfg.repair)
-        if cfg.grow > 0:  # a share of the children under B grown towards it (never when grow = 0: no draw)
-            lat = ops.repair_up(sp, kids, lat, bud, self.latency, rng, cfg.grow, rng.random(len(grp)) < cfg.grow_share)
         fit = np.flatnonzero(lat <= bud)
         kids = Pool(kids.select(fit), grp[fit], lat[fit])
         kids.accuracy = self.surrogate.predict(kids.dec)

@@ -173,43 +173,6 @@ def repair_down(space: SearchSpace, dec: Decisions, lat: np.ndarray, budgets: np
     return lat
 
 
-def repair_up(space: SearchSpace, dec: Decisions, lat: np.ndarray, budgets: np.ndarray,
-              latency_fn: Callable[[Decisions], np.ndarray], rng: np.random.Generator, steps: int,
-              rows_mask: np.ndarray) -> np.ndarray:
-    """Grow the ``rows_mask`` rows under their budget towards it: up to ``steps`` times, each such
-    row raises the kernel or expand of a random active block by one choice (or, where both are
-    the largest, the depth of its stage by one); a change that takes the row over its budget is
-    undone. Changes ``dec`` in place; returns the new latencies."""
-    lat = np.asarray(lat, dtype=np.float64).copy()
-    budgets = np.asarray(budgets, dtype=np.float64)
-    nk, ne, nd = len(space.ks_list), len(space.expand_list), len(space.depth_list)
-    for _ in range(max(0, steps)):
-        rows = np.flatnonzero(rows_mask & (lat < budgets))
-        if not len(rows):
-            break
-        old = dec.select(rows)
-        act = active_of(space, dec.depth[rows])
-        slot = (rng.random(act.shape) * act).argmax(axis=1)
-        k, e = dec.k[rows, slot], dec.e[rows, slot]
-        can_k, can_e = k < nk - 1, e < ne - 1
-        use_e = np.where(can_k & can_e, rng.random(len(rows)) < 0.5, can_e)
-        use_k = ~use_e & can_k
-        rest = ~use_e & ~use_k
-        dec.e[rows[use_e], slot[use_e]] += 1
-        dec.k[rows[use_k], slot[use_k]] += 1
-        if rest.any():
-            rr, st = rows[rest], slot[rest] // space.max_depth
-            dec.depth[rr, st] = np.minimum(nd - 1, dec.depth[rr, st] + 1)
-        new = latency_fn(dec.select(rows))
-        over = new > budgets[rows]
-        if over.any():  # undone: the row keeps what it had
-            back = rows[over]
-            for name in ("r", "depth", "k", "e"):
-                getattr(dec, name)[back] = getattr(old, name)[over]
-        lat[rows[~over]] = new[~over]
-    return lat
-
-
 def mutate_arch(space: SearchSpace, arch: Arch, rng: np.random.Generator, prob: float = 0.1) -> Arch:
     """:func:`mutate` of one arch (inactive slots start as the stage's last block)."""
     from nagkit.space.decisions import from_archs

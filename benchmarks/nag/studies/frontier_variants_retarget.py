@@ -14,6 +14,7 @@ VARIANTS = {
     "r40_g12": "[frontier.active]\nbudgets = 12\ngenerations = 12\n",
     "r20_g12_p1": "[frontier.active]\nbudgets = 50\npicks = 1\ngenerations = 12\n",
     "r40_g12_p1": "[frontier.active]\nbudgets = 25\npicks = 1\ngenerations = 12\n",
+    # grow*: run at commit d6abafc, where ActiveConfig.grow exists (removed after: not adopted)
     "grow2": "[frontier.retarget]\ngrow = 2\n",
     "grow4": "[frontier.retarget]\ngrow = 4\n",
     "grow4a": "[frontier.retarget]\ngrow = 4\ngrow_share = 1.0\n",

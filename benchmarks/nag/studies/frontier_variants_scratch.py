@@ -9,7 +9,7 @@ VARIANTS = {"base": [], "g12": ["frontier.active.generations=12"], "g9": ["front
             "mc5": ["frontier.active.max_changes=5"], "par32": ["frontier.active.parents=32", "frontier.active.population=48"],
             "b200p1": ["frontier.active.budgets=200", "frontier.active.picks=1"], "cx5": ["frontier.active.crossover=0.5"],
             "ch192": ["frontier.active.children=192"], "b50": ["frontier.active.budgets=50"],
-            # grown children (the 60 ms tail of decisions 45's note): half the children, or all, raised towards B
+            # grown children (the 60 ms tail): run at commit d6abafc, where ActiveConfig.grow exists (removed after: not adopted)
             "grow2": ["frontier.active.grow=2"], "grow4": ["frontier.active.grow=4"],
             "grow4a": ["frontier.active.grow=4", "frontier.active.grow_share=1.0"]}
 
