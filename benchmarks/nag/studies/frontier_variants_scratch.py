@@ -11,7 +11,9 @@ VARIANTS = {"base": [], "g12": ["frontier.active.generations=12"], "g9": ["front
             "ch192": ["frontier.active.children=192"], "b50": ["frontier.active.budgets=50"],
             # grown children (the 60 ms tail): run at commit d6abafc, where ActiveConfig.grow exists (removed after: not adopted)
             "grow2": ["frontier.active.grow=2"], "grow4": ["frontier.active.grow=4"],
-            "grow4a": ["frontier.active.grow=4", "frontier.active.grow_share=1.0"]}
+            "grow4a": ["frontier.active.grow=4", "frontier.active.grow_share=1.0"],
+            # the rounds' budgets in equal slices of latency, or half and half (commit with ActiveConfig.spacing)
+            "lin": ['frontier.active.spacing="linear"'], "mix": ['frontier.active.spacing="mixed"']}
 
 def run(j):
     import torch; torch.set_num_threads(1)
