@@ -3,9 +3,7 @@
 Accuracy queries are the currency; computation on the surrogate is almost free. So each round:
 
 1. draw ``budgets`` budgets across the table's whole latency range (one in each of equal slices of
-   latency, decisions 48: the log-latency slices of v2's search left the top of the range, where
-   the frontier is flat and its best archs are hard to find, a few budgets per round;
-   :func:`nagkit.nag.guided.stratified`);
+   log-latency, as v2's search; :func:`nagkit.nag.guided.stratified`);
 2. per budget, seed a population with its ``parents`` most accurate *queried* archs within it,
    whoever found them, and evolve it for ``generations`` generations on the surrogate alone:
    ``children`` mutants per budget and generation (small moves, a share crossed over, repaired
@@ -45,7 +43,7 @@ class ActiveSearch:
         self.surrogate, self.known, self.cap = surrogate, known, int(cap)
         self.rng = np.random.default_rng(seed)
         self.fit_rng = np.random.default_rng(seed + 1)
-        self.draw = stratified(latency.fastest_ms, latency.slowest_ms, cfg.budgets, cfg.spacing)
+        self.draw = stratified(latency.fastest_ms, latency.slowest_ms, cfg.budgets)
         self.seen = set(key_bytes(space, known.dec))
         self.used = 0
         self.rounds = 0
