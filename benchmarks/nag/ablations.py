@@ -20,6 +20,8 @@ Rows:
   3 best archs within B beside them (``[inference] archive = 0``, v3 before decisions 41).
 - ``v3-populations-16``: the frontier search's populations as before decisions 45 (16 parents,
   32 kept per budget, against 32 and 48): what the larger populations contribute.
+- ``v3-log-spacing``: the frontier search's budgets in equal slices of log-latency, as before
+  decisions 48 (against half of them in slices of latency): what the mixed spacing contributes.
 - ``v3-no-memory``: the surrogate's estimate ranks every sample, queried or not: what the exact
   memory contributes.
 - ``v3-v2-generator``: v2's generator (hidden 128, 600 imitation steps of 256): what the smaller,
@@ -119,10 +121,12 @@ def _job(job: tuple) -> tuple:
     v2_front = dataclasses.replace(fc, method="guided", refine_rounds=2)
     extra: dict = {}
     if kind in ("v3", "v3-no-memory", "v3-guided-search", "v3-learned-evaluator", "v3-v2-generator", "v2",
-                "v3-samples-alone", "v3-populations-16"):
+                "v3-samples-alone", "v3-populations-16", "v3-log-spacing"):
         cfg = {"v3": {}, "v3-no-memory": {}, "v3-samples-alone": {}, "v3-guided-search": {"frontier": dataclasses.replace(fc, method="guided")},
                "v3-populations-16": {"frontier": dataclasses.replace(
                    fc, active=dataclasses.replace(fc.active, parents=16, population=32))},
+               "v3-log-spacing": {"frontier": dataclasses.replace(
+                   fc, active=dataclasses.replace(fc.active, spacing="log"))},
                "v3-learned-evaluator": {"evaluator": dataclasses.replace(ec, kind="learned")},
                "v3-v2-generator": {"generator": dataclasses.replace(gc, hidden=128, imitation_steps=600,
                                                                      imitation_batch=256)},
@@ -189,7 +193,7 @@ def main() -> int:
     if args.evolution:
         evo = [r["accuracy_pct_mean"] for r in json.loads(Path(args.evolution).read_text())["evolution"]]
         out["evolution_mean_pct"], out["evolution_from"] = evo, args.evolution
-    names = ["v3", "v3-samples-alone", "v3-populations-16", "v3-guided-search", "v3-learned-evaluator", "v3-no-memory", "v3-v2-generator", "v2",
+    names = ["v3", "v3-samples-alone", "v3-populations-16", "v3-log-spacing", "v3-guided-search", "v3-learned-evaluator", "v3-no-memory", "v3-v2-generator", "v2",
              "rl-dominance", "rl-mnasnet", "rl-tunas", "rl-no-accuracy", "rl-independent"]
     if args.rows != "all":
         unknown = sorted(set(args.rows.split(",")) - set(names))

@@ -133,8 +133,8 @@ class SearchConfig:
 @dataclass(frozen=True)
 class ActiveConfig:
     """The surrogate-assisted frontier search (v3, ``[frontier.active]``; decisions 37). Each
-    round: ``budgets`` budgets drawn across the table's whole range (equal slices of
-    log-latency); per budget, its ``parents`` most accurate queried archs within it seed a
+    round: ``budgets`` budgets drawn across the table's whole range (one in each of equal slices,
+    half of log-latency and half of latency, ``spacing``; decisions 48); per budget, its ``parents`` most accurate queried archs within it seed a
     population of ``population`` that evolves ``generations`` generations on the surrogate alone
     (``children`` mutants per generation: 1..``max_changes`` small moves, a ``crossover`` share
     crossed, ``repair`` latency-lowering steps if over B); the ``picks`` best new archs per budget
@@ -150,6 +150,7 @@ class ActiveConfig:
     res_step: int = 4
     crossover: float = 0.2
     repair: int = 4
+    spacing: str = "mixed"  # the rounds' budgets: half in equal slices of log-latency, half of latency (decisions 48)
 
 
 @dataclass(frozen=True)
@@ -237,7 +238,7 @@ _RANGES: dict[str, tuple[float, float]] = {  # inclusive bounds of numeric field
     "generations": (0, 10_000),
 }
 _CHOICES = {"loss": ("pointwise", "pairwise"), "reward": ("dominance", "mnasnet", "tunas"),
-            "kind": ("surrogate", "learned"), "method": ("surrogate", "guided")}
+            "kind": ("surrogate", "learned"), "method": ("surrogate", "guided"), "spacing": ("log", "linear", "mixed")}
 
 
 def config_from_dict(cls: type[C], d: dict[str, Any] | None, where: str) -> C:

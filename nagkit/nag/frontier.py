@@ -2,8 +2,10 @@
 
 Accuracy queries are the currency; computation on the surrogate is almost free. So each round:
 
-1. draw ``budgets`` budgets across the table's whole latency range (one in each of equal slices of
-   log-latency, as v2's search; :func:`nagkit.nag.guided.stratified`);
+1. draw ``budgets`` budgets across the table's whole latency range: one in each of equal slices,
+   half the slices of log-latency (as v2's search: the frontier climbs fastest at the low end)
+   and half of latency (the top of the range, where the frontier is flat and its best archs are
+   hard to find, gets its share; decisions 48; :func:`nagkit.nag.guided.stratified`);
 2. per budget, seed a population with its ``parents`` most accurate *queried* archs within it,
    whoever found them, and evolve it for ``generations`` generations on the surrogate alone:
    ``children`` mutants per budget and generation (small moves, a share crossed over, repaired
@@ -43,7 +45,7 @@ class ActiveSearch:
         self.surrogate, self.known, self.cap = surrogate, known, int(cap)
         self.rng = np.random.default_rng(seed)
         self.fit_rng = np.random.default_rng(seed + 1)
-        self.draw = stratified(latency.fastest_ms, latency.slowest_ms, cfg.budgets)
+        self.draw = stratified(latency.fastest_ms, latency.slowest_ms, cfg.budgets, cfg.spacing)
         self.seen = set(key_bytes(space, known.dec))
         self.used = 0
         self.rounds = 0

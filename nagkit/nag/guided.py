@@ -195,15 +195,26 @@ def run_guided(search: GuidedSearch, query: Callable[[Decisions], np.ndarray], r
     return search.known
 
 
-def stratified(lo: float, hi: float, n: int) -> Callable[[np.random.Generator], np.ndarray]:
+def stratified(lo: float, hi: float, n: int, spacing: str = "log") -> Callable[[np.random.Generator], np.ndarray]:
     """Budgets for each round: one draw in each of ``n`` slices of [lo, hi] of equal width in
-    log-latency (the frontier climbs fastest at the low end, where a millisecond buys most)."""
+    log-latency (the frontier climbs fastest at the low end, where a millisecond buys most);
+    ``spacing`` "linear": equal width in latency; "mixed": half the slices each way."""
 
     def draw(rng: np.random.Generator) -> np.ndarray:
-        edges = np.linspace(np.log(lo), np.log(hi), n + 1)
-        return np.exp(edges[:-1] + rng.random(n) * np.diff(edges))
+        if spacing == "mixed":
+            k = n // 2
+            return np.concatenate([_slices(lo, hi, k, True, rng), _slices(lo, hi, n - k, False, rng)])
+        return _slices(lo, hi, n, spacing != "linear", rng)
 
     return draw
+
+
+def _slices(lo: float, hi: float, n: int, log: bool, rng: np.random.Generator) -> np.ndarray:
+    if not log:
+        edges = np.linspace(lo, hi, n + 1)
+        return edges[:-1] + rng.random(n) * np.diff(edges)
+    edges = np.linspace(np.log(lo), np.log(hi), n + 1)
+    return np.exp(edges[:-1] + rng.random(n) * np.diff(edges))
 
 
 __all__ = ["GuidedSearch", "run_guided", "stratified", "slot_features", "ridge_scores", "concat"]

@@ -138,7 +138,8 @@ def test_a_round_whose_populations_hold_nothing_new_is_filled_from_its_children(
     known = Pool(from_archs(SP, archs), np.zeros(150), lat, acc)
     src = open_accuracy_source("synthetic:", SP)
     sur = make_surrogate(SP, grid(), SurrogateConfig(hidden=32, seed=0))
-    cfg = ActiveConfig(budgets=4, picks=8, parents=2, population=2, generations=2, children=24)
+    cfg = ActiveConfig(budgets=4, picks=8, parents=2, population=2, generations=2, children=24,
+                       spacing="log")  # the draw this test's counts were worked out with
     search = ActiveSearch(SP, LAT, cfg, SurrogateConfig(hidden=32, round_steps=5), sur, known, cap=100, seed=1)
     search.fit(40)
     draw, budgets = search.draw, []
@@ -258,3 +259,23 @@ def test_a_journal_of_another_source_is_refused(tmp_path):
     other = QueryJournal(tmp_path / "q.jsonl", SP, {"name": "supernet", "spec": "supernet:x.pt"})
     with pytest.raises(ArtifactError, match="cannot be used here|not of this workspace"):
         other.read()
+
+
+@pytest.mark.parametrize("spacing", ["linear", "log", "mixed"])
+def test_each_round_draws_one_budget_in_each_slice_of_the_range(spacing):
+    """The frontier search's budgets (decisions 48): one in each of n equal slices of latency
+    (the default), of log-latency, or half the slices each way; all within the table's range."""
+    from nagkit.nag.guided import stratified
+
+    lo, hi, n = 2.0, 100.0, 10
+    b = np.sort(stratified(lo, hi, n, spacing)(np.random.default_rng(3)))
+    assert len(b) == n and lo <= b.min() and b.max() <= hi
+    lin, log = np.linspace(lo, hi, n + 1), np.exp(np.linspace(np.log(lo), np.log(hi), n + 1))
+    if spacing == "linear":
+        assert (np.searchsorted(lin, b) == np.arange(1, n + 1)).all()
+    elif spacing == "log":
+        assert (np.searchsorted(log, b) == np.arange(1, n + 1)).all()
+    else:  # 5 log slices and 5 linear ones: the low end is covered more densely than linear alone
+        assert (b < lin[1]).sum() >= 2
+    assert ActiveConfig().spacing == "mixed"
+

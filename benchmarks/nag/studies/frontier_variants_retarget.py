@@ -18,7 +18,7 @@ VARIANTS = {
     "grow2": "[frontier.retarget]\ngrow = 2\n",
     "grow4": "[frontier.retarget]\ngrow = 4\n",
     "grow4a": "[frontier.retarget]\ngrow = 4\ngrow_share = 1.0\n",
-    # lin, mix: run at commit 3463305 (ActiveConfig.spacing, reverted)
+    # lin, mix: ActiveConfig.spacing (decisions 48; "mixed" is now the default)
     "lin": "[frontier.retarget]\nspacing = \"linear\"\n",
     "mix": "[frontier.retarget]\nspacing = \"mixed\"\n",
 }

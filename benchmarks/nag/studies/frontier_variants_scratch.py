@@ -12,7 +12,7 @@ VARIANTS = {"base": [], "g12": ["frontier.active.generations=12"], "g9": ["front
             # grown children (the 60 ms tail): run at commit d6abafc, where ActiveConfig.grow exists (removed after: not adopted)
             "grow2": ["frontier.active.grow=2"], "grow4": ["frontier.active.grow=4"],
             "grow4a": ["frontier.active.grow=4", "frontier.active.grow_share=1.0"],
-            # the rounds' budgets in equal slices of latency, or half and half: run at commit 3463305 (ActiveConfig.spacing, reverted)
+            # the rounds' budgets in equal slices of latency, or half and half: ActiveConfig.spacing (decisions 48; "mixed" is now the default)
             "lin": ['frontier.active.spacing="linear"'], "mix": ['frontier.active.spacing="mixed"']}
 
 def run(j):
