@@ -133,10 +133,10 @@ class SearchConfig:
 @dataclass(frozen=True)
 class ActiveConfig:
     """The surrogate-assisted frontier search (v3, ``[frontier.active]``; decisions 37). Each
-    round: ``budgets`` budgets drawn across the table's whole range (one in each of equal slices,
-    half of log-latency and half of latency, ``spacing``; decisions 48); per budget, its ``parents`` most accurate queried archs within it seed a
-    population of ``population`` that evolves ``generations`` generations on the surrogate alone
-    (``children`` mutants per generation: 1..``max_changes`` small moves, a ``crossover`` share
+    round: ``budgets`` budgets drawn across the table's whole range (one in each of equal
+    slices, half of log-latency and half of latency, ``spacing``; decisions 48); per budget, its
+    ``parents`` most accurate queried archs within it seed a population of ``population`` that
+    evolves ``generations`` generations on the surrogate alone (``children`` mutants per generation: 1..``max_changes`` small moves, a ``crossover`` share
     crossed, ``repair`` latency-lowering steps if over B); the ``picks`` best new archs per budget
     by the surrogate are queried, and the surrogate is refitted on everything."""
 
@@ -150,7 +150,7 @@ class ActiveConfig:
     res_step: int = 4
     crossover: float = 0.2
     repair: int = 4
-    spacing: str = "mixed"  # the rounds' budgets: half in equal slices of log-latency, half of latency (decisions 48)
+    spacing: str = "mixed"  # the rounds' budgets: half in slices of log-latency, half of latency (decisions 48)
 
 
 @dataclass(frozen=True)

@@ -199,6 +199,8 @@ def stratified(lo: float, hi: float, n: int, spacing: str = "log") -> Callable[[
     """Budgets for each round: one draw in each of ``n`` slices of [lo, hi] of equal width in
     log-latency (the frontier climbs fastest at the low end, where a millisecond buys most);
     ``spacing`` "linear": equal width in latency; "mixed": half the slices each way."""
+    if spacing not in ("log", "linear", "mixed"):
+        raise ValueError(f"spacing {spacing!r} is not one of log, linear, mixed")
 
     def draw(rng: np.random.Generator) -> np.ndarray:
         if spacing == "mixed":
