@@ -136,9 +136,10 @@ class ActiveConfig:
     round: ``budgets`` budgets drawn across the table's whole range (one in each of equal
     slices, half of log-latency and half of latency, ``spacing``; decisions 48); per budget, its
     ``parents`` most accurate queried archs within it seed a population of ``population`` that
-    evolves ``generations`` generations on the surrogate alone (``children`` mutants per generation: 1..``max_changes`` small moves, a ``crossover`` share
-    crossed, ``repair`` latency-lowering steps if over B); the ``picks`` best new archs per budget
-    by the surrogate are queried, and the surrogate is refitted on everything."""
+    evolves ``generations`` generations on the surrogate alone (``children`` mutants per
+    generation: 1..``max_changes`` small moves, a ``crossover`` share crossed, ``repair``
+    latency-lowering steps if over B); the ``picks`` best new archs per budget by the surrogate
+    are queried, and the surrogate is refitted on everything."""
 
     budgets: int = 100
     picks: int = 2
