@@ -394,7 +394,8 @@ def validate(table: LatencyTable, device, space: SearchSpace, n: int, seed: int 
             from nagkit.latency.budget_text import suggest
 
             raise BadInputError("the time budget ran out before any network to validate was converted",
-                                hint=f"give --time-budget {suggest(2 * budget.minimum_s())} or more, or fewer --samples")
+                                hint=f"give --time-budget {suggest(2 * budget.minimum_s())} or more, "
+                                     "or fewer --samples")
     else:
         budget.finish("convert networks")
     stats, cinfo = measure_networks(device, space, nets, cfg=cfg, cache_dir=cache_dir, progress=progress,
@@ -448,7 +449,8 @@ def _plan_validation(budget, device, cache: NetworkCache, cache_dir, space: Sear
     budget.add("convert networks", "convert_net_s", uncached, 0)
     budget.add("network pass 1", "measure_net_s", k, 0)
     budget.add("network passes 2+", "measure_net_s", k * (passes - 1), 1)
-    budget.add("network extra passes", "measure_net_s", 0 if passes < 2 else math.ceil(0.2 * k) * min(extra_passes, 2), 2)
+    extra = 0 if passes < 2 else math.ceil(0.2 * k) * min(extra_passes, 2)
+    budget.add("network extra passes", "measure_net_s", extra, 2)
 
 
 def other_cpu(table: LatencyTable, device) -> str | None:
