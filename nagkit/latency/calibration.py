@@ -79,15 +79,18 @@ def group_sums(table: LatencyTable, space: SearchSpace, archs: Sequence[Arch], g
     return groups, s
 
 
-
 # -- the fit ------------------------------------------------------------------------------------
-def _global_fit(raw: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """Relative-error least squares of ``y ≈ offset + scale · raw`` (scale only for 1 network)."""
+def _global_fit(raw: np.ndarray, y: np.ndarray) -> tuple[float, float, bool]:
+    """Relative-error least squares of ``y ≈ offset + scale · raw``; of ``y ≈ scale · raw`` for
+    1 network, and when the fit with an offset gives a scale <= 0 (networks that do not track
+    the table, e.g. measured through a burst of host noise: only their level can be fitted).
+    The flag: whether that last case happened (:func:`fit_grouped` records it)."""
+    scale_only = float(np.sum(raw / y) / np.sum((raw / y) ** 2)), 0.0
     if raw.size == 1 or np.ptp(raw) <= 1e-9 * raw.mean():
-        return float(np.sum(raw / y) / np.sum((raw / y) ** 2)), 0.0
+        return *scale_only, False
     a = np.stack([1.0 / y, raw / y], axis=1)
     (offset, scale), *_ = np.linalg.lstsq(a, np.ones_like(y), rcond=None)
-    return float(scale), float(offset)
+    return (float(scale), float(offset), False) if scale > 0 else (*scale_only, True)
 
 
 def _system(s: np.ndarray, y: np.ndarray, s0: float, shrinkage: float) -> tuple[np.ndarray, np.ndarray]:
@@ -215,10 +218,10 @@ def fit_grouped(table: LatencyTable, space: SearchSpace, archs: Sequence[Arch], 
     floor = _Floor(table, space, group_by, res)
     groups, s = group_sums(table, space, archs, group_by)
     raw = s.sum(axis=1)
-    s0, a0 = _global_fit(raw, y)
-    if s0 <= 0:
-        raise BadInputError(f"calibration fit gave a non-positive scale {s0:.4g}; the measured networks do not "
-                            "track the table (measure more, or re-profile)")
+    s0, a0, untracked = _global_fit(raw, y)
+    if untracked:
+        details = {**details, "global_fit": "scale only: with an offset the scale was <= 0 (the measured networks "
+                   "do not track the table; measure again on a quiet machine, or re-profile)"}
     intercept, c = _solve(s, y, s0, shrinkage, _FloorRows(floor, groups, s0))
     pred = intercept + s @ c
     loo = None
@@ -226,7 +229,7 @@ def fit_grouped(table: LatencyTable, space: SearchSpace, archs: Sequence[Arch], 
         errs = np.empty(y.size)
         for i in range(y.size):
             m = np.arange(y.size) != i
-            s0i, _ = _global_fit(raw[m], y[m])
+            s0i = _global_fit(raw[m], y[m])[0]
             bi, ci = _solve(s[m], y[m], s0i, shrinkage, _FloorRows(floor, groups, s0i))
             errs[i] = (bi + s[i] @ ci - y[i]) / y[i] * 100
         loo = _held_out(errs)
@@ -302,7 +305,7 @@ class CalibrationResult:
                  f"{ho['calibrated_mape']:.2f}%, {ho['calibrated_within_5pct']:.0%} within ±5% "
                  f"vs raw block sum {ho['raw_mape']:.2f}%, {ho['raw_within_5pct']:.0%} within ±5%"]
         lines.append("adopted" if self.adopted else f"NOT adopted: {r['reason']}; the table keeps its raw block sums")
-        lines.extend(f"note: {n}" for n in self.plan.notes)
+        lines.extend(f"note: {n}" for n in (*self.plan.notes, self.candidate.details.get("global_fit")) if n)
         v = r.get("verdict")
         if v:
             lines.append(("" if v["meets_5pct"] else "WARNING: ") + v["text"])
