@@ -367,13 +367,14 @@ class TimeBudget:
                  PRIORITY["network extra passes"], before=at)
         return n, self.net_passes
 
-    def convert_networks(self, cache, space, archs: list, *, jobs: int | None, progress: bool, passes: int) -> list:
-        """The calibration networks ``archs`` converted into ``cache`` (a
-        :class:`~nagkit.latency.validate.NetworkCache`) while the budget allows another: one more
-        starts only if the networks converted so far still get their ``passes`` in the time left
-        (never fewer than the minimum; conversion was a real run's overrun: 19.8 s a network, not
-        the prior's 7.5). Returns those converted, in their order; the plan shrinks to them."""
-        minimum = self.network_plan.minimum if self.network_plan else 0
+    def convert_while_time_allows(self, cache, space, archs: list, *, jobs: int | None, progress: bool,
+                                  measures_for: Callable[[int], int], minimum: int = 0, label: str) -> list:
+        """``archs`` converted into ``cache`` (a :class:`~nagkit.latency.validate.NetworkCache`)
+        while the budget allows another: one more starts only if the ``k + 1`` networks converted
+        by then still get their ``measures_for(k + 1)`` measurements in the time left (never
+        fewer than ``minimum`` networks). Returns those converted, in their order; when the
+        budget stopped the rest, the phase says so and the log names ``label``. Shared by the
+        calibration (:meth:`convert_networks`) and ``lut validate``, which re-plan their passes."""
         cached = len(archs) - len(cache.uncached(space, archs))
 
         def go() -> bool:
@@ -381,18 +382,30 @@ class TimeBudget:
             k = cached + (ph.done if ph else 0)
             if not self.limited or k < minimum:
                 return True
-            need = self.network_plan.to_measure(0, k + 1, max(1, passes)) if self.network_plan else (k + 1) * passes
-            return self.usable_left() - need * self.rate("measure_net_s") >= self.rate("convert_net_s")
+            return self.usable_left() - measures_for(k + 1) * self.rate("measure_net_s") >= self.rate("convert_net_s")
 
         cache.prepare(space, archs, jobs=jobs, progress=progress, on_each=self.ticker("convert networks"),
                       keep_going=go)
         left = set(cache.uncached(space, archs))
         ready = [a for a in archs if a not in left]
         if left:
-            log.warning("calibration: the time budget stopped the networks' conversions at %d of %d; calibrating "
-                        "on those", len(ready), len(archs))
+            log.warning("%s: the time budget stopped the networks' conversions at %d of %d; going on with those",
+                        label, len(ready), len(archs))
             self.stop("convert networks")
-            plan = self.network_plan or NetworkPlan(len(archs), 0, passes, 0.0, lambda n: 0)
+        return ready
+
+    def convert_networks(self, cache, space, archs: list, *, jobs: int | None, progress: bool, passes: int) -> list:
+        """The calibration networks ``archs`` converted while the budget allows another
+        (:meth:`convert_while_time_allows`): the networks converted so far must still get their
+        ``passes`` (never fewer than the plan's minimum; conversion was a real run's overrun:
+        19.8 s a network, not the prior's 7.5). Returns those converted; the plan shrinks to them."""
+        plan = self.network_plan
+        ready = self.convert_while_time_allows(
+            cache, space, archs, jobs=jobs, progress=progress, label="calibration",
+            minimum=plan.minimum if plan else 0,
+            measures_for=lambda k: plan.to_measure(0, k, max(1, passes)) if plan else k * passes)
+        if len(ready) < len(archs):
+            plan = plan or NetworkPlan(len(archs), 0, passes, 0.0, lambda n: 0)
             first = plan.to_measure_of(ready, 1)
             self.grow("network pass 1", first)
             self.grow("network passes 2+", plan.to_measure_of(ready, max(1, passes)) - first)

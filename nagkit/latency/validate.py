@@ -370,23 +370,13 @@ def validate(table: LatencyTable, device, space: SearchSpace, n: int, seed: int 
     budget.check_minimum("validation", "validate fewer --samples")  # before any conversion: nothing written
     budget.announce()
 
-    def go() -> bool:  # one more conversion only while those converted so far get their first pass
-        ph = budget.phase("convert networks")
-        k = len(nets) - ph.remaining if ph is not None else 0
-        return not budget.limited or \
-            budget.usable_left() - (k + 1) * budget.rate("measure_net_s") >= budget.rate("convert_net_s")
-
-    cache.prepare(space, nets, jobs=jobs, progress=progress, on_each=budget.ticker("convert networks"), keep_going=go)
-    left = set(cache.uncached(space, nets))
-    if left:
-        log.warning("validate: the time budget stopped the conversions at %d of %d networks; validating on those",
-                    len(nets) - len(left), len(nets))
-        budget.stop("convert networks")
-        budget.notes.append(f"the conversions were stopped for time: {len(nets) - len(left)} of {len(nets)} networks "
+    ready = set(budget.convert_while_time_allows(cache, space, nets, jobs=jobs, progress=progress,
+                                                 measures_for=lambda k: k, label="validate"))  # pass 1 each
+    if len(ready) < len(nets):
+        budget.notes.append(f"the conversions were stopped for time: {len(ready)} of {len(nets)} networks "
                             "converted and measured")
-        keep_a = [a for a in archs if a not in left]
-        keep_r = [(a, ms) for a, ms in zip(ref, ref_ms) if a not in left]
-        archs, ref, ref_ms = keep_a, [a for a, _ in keep_r], [ms for _, ms in keep_r]
+        keep_r = [(a, ms) for a, ms in zip(ref, ref_ms) if a in ready]
+        archs, ref, ref_ms = [a for a in archs if a in ready], [a for a, _ in keep_r], [ms for _, ms in keep_r]
         nets = [*archs, *ref]
         budget.grow("network pass 1", len(nets))
         budget.grow("network passes 2+", len(nets) * (passes - 1))

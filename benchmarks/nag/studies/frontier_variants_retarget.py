@@ -21,6 +21,10 @@ VARIANTS = {
     # lin, mix: ActiveConfig.spacing (decisions 48; "mixed" is now the default)
     "lin": "[frontier.retarget]\nspacing = \"linear\"\n",
     "mix": "[frontier.retarget]\nspacing = \"mixed\"\n",
+    # the re-targeted search's reach from the old table's frontier (H200 at 0.77 ms, 2026-11-29)
+    "g24": "[frontier.retarget]\ngenerations = 24\n",
+    "mc5": "[frontier.retarget]\nmax_changes = 5\n",
+    "p64": "[frontier.retarget]\nparents = 64\npopulation = 96\n",
 }
 TMP = Path(tempfile.mkdtemp(prefix="rt-"))
 
