@@ -42,8 +42,8 @@ def pytest_configure(config):
 #: workers of `make test` end together on the many cheap files; the rest keep pytest's order. A
 #: file missing here only runs later; the order decides no outcome (tests never depend on it).
 COSTLIEST_FIRST = (
-    "tests/runtimes/test_fold.py", "tests/test_no_shared.py", "tests/build/test_build_int8.py", "tests/test_api.py",
-    "tests/test_wheel.py", "tests/latency/test_profile_literal.py", "tests/latency/test_precision.py",
+    "tests/build/test_build_int8.py", "tests/runtimes/test_fold.py", "tests/test_wheel.py", "tests/test_no_shared.py",
+    "tests/latency/test_profile_literal.py", "tests/test_api.py", "tests/latency/test_precision.py",
     "tests/latency/test_profile_adb.py", "tests/app/test_finetune.py", "tests/build/test_build_limits.py",
     "tests/build/test_build_manifest.py", "tests/data/test_supernet_acc.py", "tests/latency/test_profile.py",
     "tests/supernet/test_train.py", "tests/latency/test_ships.py", "tests/space/test_resources.py",
