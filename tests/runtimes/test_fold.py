@@ -60,10 +60,19 @@ def _convert_both(monkeypatch, tmp_path, module, shape, precision="fp32", names=
     return folded, plain
 
 
+# The same kinds of block in a two-stage space (tests/latency/conftest.py's): ReLU without SE,
+# h-swish with SE, two blocks a stage (so a residual each), the stem, the final expand and the head,
+# for half the conversion time of SMALL_ARCH (12 s against 23 s on the 2-core, issue 35).
+TINY_ARCH = "r32-k5e4.k3e3-k3e4.k5e3"
+
+
 @pytest.fixture(scope="module")
 def network() -> tuple[torch.nn.Module, tuple[int, ...]]:
-    space = get_space(SPACE)
-    arch = space.parse_arch(SMALL_ARCH)
+    from tests.latency.conftest import make_tiny_space
+
+    space = make_tiny_space()
+    arch = space.parse_arch(TINY_ARCH)
+    assert space.stage_acts == ("relu", "h_swish") and space.stage_se == (False, True)
     net = _with_running_stats(StaticNet.from_arch(space, arch, seed=0), seed=1)
     return net, (1, space.in_channels, arch.r, arch.r)
 
@@ -75,6 +84,8 @@ def test_a_network_folded_first_converts_to_the_same_operators_shapes_and_weight
     folded, plain = _convert_both(monkeypatch, tmp_path, net, shape, precision, names=convert.IO_NAMES)
     a, b = _graph(folded), _graph(plain)
     assert len(a["ops"]) == len(b["ops"]) > 20 and a["signatures"][0]["inputs"] == ["image"]
+    # TFLite builtin codes: ADD (residuals), DEPTHWISE_CONV_2D, MEAN (SE, pooling), HARD_SWISH
+    assert {0, 4, 40, 117} <= {op["op"] for op in a["ops"]}
     assert a == b
     assert folded.read_bytes() != plain.read_bytes()  # the debug tensor names differ, nothing the runtime reads
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(2)).numpy()
