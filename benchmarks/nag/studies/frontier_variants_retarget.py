@@ -77,9 +77,10 @@ def pool_run(jobs, n):
     return res
 
 def main():
-    ap = argparse.ArgumentParser(); ap.add_argument("--seeds", type=int, default=6); ap.add_argument("--jobs", type=int, default=15)
+    ap = argparse.ArgumentParser(); ap.add_argument("--seeds", type=int, default=6); ap.add_argument("--first-seed", type=int, default=0); ap.add_argument("--jobs", type=int, default=15)
     ap.add_argument("--variants", default=",".join(VARIANTS)); ap.add_argument("--scratch", type=int, default=0); ap.add_argument("--out", required=True)
     a = ap.parse_args()
+    SEEDS = range(a.first_seed, a.first_seed + a.seeds)
     from nagkit.app.workspace import load_workspace
     budgets = {}
     for t in ("litert", "onnxruntime", "cuda-h200"):
@@ -87,19 +88,19 @@ def main():
         (root / "nagkit.toml").write_text(f'name = "evo-{t}"\nlatency_table = "{br.table_path(t)}"\naccuracy = "ofa-predictor:ofa/acc_predictor.pth"\nseed = 0\n\n[space]\npreset = "ofa-mbv3-w1.0"\nresolutions = [224]\n')
         budgets[t] = br.budgets_for(load_workspace(root), t)
     t0 = time.time()
-    jobs = [("src", n, s) for n in (("litert", "onnxruntime", "cuda-h200") if a.scratch else ("litert", "onnxruntime")) for s in range(a.seeds)]
+    jobs = [("src", n, s) for n in (("litert", "onnxruntime", "cuda-h200") if a.scratch else ("litert", "onnxruntime")) for s in SEEDS]
     jobs += [("evo", t, b, s) for t in budgets for b in budgets[t] for s in range(3)]
     res = pool_run(jobs, a.jobs)
-    jobs2 = [("rt", v, s, x, y) for v in a.variants.split(",") for s in range(a.seeds) for x, y in br.PAIRS]
+    jobs2 = [("rt", v, s, x, y) for v in a.variants.split(",") for s in SEEDS for x, y in br.PAIRS]
     res.update(pool_run(jobs2, a.jobs))
     evo = {t: {b: float(np.mean([res[("evo", t, b, s)]["accuracy_pct"] for s in range(3)])) for b in budgets[t]} for t in budgets}
     summ = {}
     for t in (budgets if a.scratch else ()):
-        d = np.array([[g["accuracy_pct"] - evo[t][g["budget_ms"]] for g in res[("src", t, s)]["generation"]] for s in range(a.seeds)])
+        d = np.array([[g["accuracy_pct"] - evo[t][g["budget_ms"]] for g in res[("src", t, s)]["generation"]] for s in SEEDS])
         summ[f"scratch:{t}"] = {"mean": d.mean(0).round(3).tolist(), "worst": d.min(0).round(3).tolist(), "avg": round(float(d.mean()), 3)}
     for v in a.variants.split(","):
         for x, y in br.PAIRS:
-            rows = [res[("rt", v, s, x, y)] for s in range(a.seeds)]
+            rows = [res[("rt", v, s, x, y)] for s in SEEDS]
             d = np.array([[g["accuracy_pct"] - evo[y][g["budget_ms"]] for g in r["generation"]] for r in rows])
             arcb = np.array([[ab - evo[y][g["budget_ms"]] for ab, g in zip(r["archive_best"], r["generation"])] for r in rows])
             summ[f"{v}:{x}->{y}"] = {"mean": d.mean(0).round(3).tolist(), "worst": d.min(0).round(3).tolist(), "avg": round(float(d.mean()), 3),
