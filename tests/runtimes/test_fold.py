@@ -24,11 +24,7 @@ from nagkit.space.layers import layer_input_shape
 from nagkit.space.presets import get_space
 from nagkit.supernet.static import StaticNet
 
-SPACE = "fmnist-mbv3-w0.5"
-# The smallest depth of every stage, every kernel and expand ratio, at the lowest resolution: every
-# kind of block the converter sees (stem, MBConvs with and without SE, ReLU and h-swish, the head),
-# for half the conversion time of the deepest network.
-SMALL_ARCH = "r28-k7e6.k5e4-k3e3.k7e6-k5e6.k3e4-k7e4.k5e3-k3e6.k7e3"
+SPACE = "fmnist-mbv3-w0.5"  # the blocks test: every kind of block of the default space
 
 
 def _with_running_stats(module: torch.nn.Module, seed: int) -> torch.nn.Module:
@@ -60,19 +56,24 @@ def _convert_both(monkeypatch, tmp_path, module, shape, precision="fp32", names=
     return folded, plain
 
 
-# The same kinds of block in a two-stage space (tests/latency/conftest.py's): ReLU without SE,
-# h-swish with SE, two blocks a stage (so a residual each), the stem, the final expand and the head,
-# for half the conversion time of SMALL_ARCH (12 s against 23 s on the 2-core, issue 35).
+# The whole-network tests: a two-stage space (tests/latency/conftest.py's) with every kind of block
+# the converter sees: ReLU without SE, h-swish with SE, two blocks a stage (so a residual each), the
+# stem, the final expand and the head. Half the conversion time of the shallowest fmnist network
+# ("r28-k7e6.k5e4-k3e3.k7e6-k5e6.k3e4-k7e4.k5e3-k3e6.k7e3": 12 s against 23 s on the 2-core, issue 35).
 TINY_ARCH = "r32-k5e4.k3e3-k3e4.k5e3"
+
+
+def _tiny():
+    from tests.latency.conftest import make_tiny_space
+
+    space = make_tiny_space()
+    assert space.stage_acts == ("relu", "h_swish") and space.stage_se == (False, True)
+    return space, space.parse_arch(TINY_ARCH)
 
 
 @pytest.fixture(scope="module")
 def network() -> tuple[torch.nn.Module, tuple[int, ...]]:
-    from tests.latency.conftest import make_tiny_space
-
-    space = make_tiny_space()
-    arch = space.parse_arch(TINY_ARCH)
-    assert space.stage_acts == ("relu", "h_swish") and space.stage_se == (False, True)
+    space, arch = _tiny()
     net = _with_running_stats(StaticNet.from_arch(space, arch, seed=0), seed=1)
     return net, (1, space.in_channels, arch.r, arch.r)
 
@@ -99,8 +100,7 @@ def test_a_freshly_initialised_network_differs_at_most_in_the_last_bit_of_a_few_
     """The calibration's networks have untrained BatchNorms (mean 0, var 1, weight 1, bias 0):
     there the converter simplifies its own fold, and a few weights round one unit in the last
     place differently (decisions 34). The graph is the same; no weight moves more than that."""
-    space = get_space(SPACE)
-    arch = space.parse_arch(SMALL_ARCH)
+    space, arch = _tiny()
     net = StaticNet.from_arch(space, arch, seed=0)
     folded, plain = _convert_both(monkeypatch, tmp_path, net, (1, space.in_channels, arch.r, arch.r),
                                   names=convert.IO_NAMES)
