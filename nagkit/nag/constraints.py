@@ -359,6 +359,8 @@ class MaskArrays:
             return (lo - self.depth_floor[ri, s])[:, None] + self.depth_cost[ri, s]
         slot = s * self.md + j
         with_block = (lo - self.slot_floor[ri, slot])[:, None] + self.blocks[ri, slot][:, :, None, :]
+        if live is None:  # a slot every depth has (Generator._options)
+            return with_block
         return torch.where(live[:, None, None, None], with_block, lo[:, None].expand_as(with_block))
 
     def allowed(self, opt, budgets):

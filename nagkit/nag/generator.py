@@ -84,6 +84,7 @@ class Generator(nn.Module):
         self.head_b = nn.Parameter(torch.zeros(t, self.cmax))
         md = space.max_depth
         self._live = torch.as_tensor(np.arange(md)[None, :] < np.asarray(space.depth_list)[:, None])  # [nd, md]
+        self._min_depth = min(space.depth_list)
         self._dead = torch.arange(nb) > 0  # an undecided slot may only take token 0
         self._bounds: _Bounds | None = None
         self._lat: SlotLatency | None = None
@@ -127,6 +128,8 @@ class Generator(nn.Module):
         lo, hi = self._start_bounds(n, bd)  # fastest and slowest completion so far
         ext = limits.start(n) if limits is not None else None  # [n, F, C]: each floor's completion, per limit
         logp, ent = torch.zeros(n), torch.zeros(n)
+        b_tol = (b + 1e-9)[:, None]
+        rows = torch.arange(n)
         for t, (kind, s, j) in enumerate(self.layout):
             left = b - lo
             slack = torch.stack([(left * inv_b).clamp(-1, 1), (left / (hi - lo).clamp_min(1e-9)).clamp(0, 2)], 1)
@@ -136,7 +139,7 @@ class Generator(nn.Module):
             h = sg[:, 3 * hid:] * torch.tanh(c)
             size = self.sizes[t]
             opt_lo, opt_hi, live = self._options(kind, s, j, lo, hi, ri, depth, n, bd)
-            bad = opt_lo > (b + 1e-9)[:, None]
+            bad = opt_lo > b_tol
             if ext is not None:
                 ext_opt = limits.options(kind, s, j, ext, ri, live)  # [n, size, F, C]
                 bad = bad | ~limits.allowed(ext_opt, b)
@@ -147,10 +150,9 @@ class Generator(nn.Module):
                 logits = logits / temperature
             logq = torch.log_softmax(logits.masked_fill(bad, float("-inf")), dim=-1)
             a = want[:, t] if want is not None else _choose(logq, bad, greedy, greedy_rows, generator)
-            ix = a[:, None]
-            lo, hi = opt_lo.gather(1, ix).squeeze(1), opt_hi.gather(1, ix).squeeze(1)
+            lo, hi = opt_lo[rows, a], opt_hi[rows, a]
             if ext is not None:
-                ext = ext_opt[torch.arange(n), a]
+                ext = ext_opt[rows, a]
             if kind == "block":
                 blk[:, s * md + j] = a
             elif kind == "depth":
@@ -158,7 +160,7 @@ class Generator(nn.Module):
             else:
                 ri = a
             if track:
-                step_logp = logq.gather(1, ix).squeeze(1)
+                step_logp = logq[rows, a]
                 if live is not None:
                     step_logp = torch.where(live, step_logp, torch.zeros_like(step_logp))
                 logp = logp + step_logp
@@ -254,7 +256,8 @@ class Generator(nn.Module):
         return bd.r_min.min().expand(n).clone(), bd.r_max.max().expand(n).clone()
 
     def _options(self, kind: str, s: int, j: int, lo, hi, ri, depth, n: int, bd: _Bounds):
-        """(fastest, slowest completion of each choice of this step [n, size], live rows or None)."""
+        """(fastest, slowest completion of each choice of this step [n, size], live rows or None:
+        None also for a block slot that every depth has)."""
         md = self.space.max_depth
         if kind == "r":
             return bd.r_min.expand(n, -1), bd.r_max.expand(n, -1), None
@@ -262,8 +265,10 @@ class Generator(nn.Module):
             return ((lo - bd.dmin_lo[ri, s])[:, None] + bd.depth_min[ri, s],
                     (hi - bd.dmax_hi[ri, s])[:, None] + bd.depth_max[ri, s], None)
         slot = s * md + j
-        live = self._live[depth[:, s], j]
         blocks = bd.blocks[ri, slot]  # [n, nb]
+        if j < self._min_depth:  # a slot every depth has: live in every row
+            return (lo - bd.slot_min[ri, slot])[:, None] + blocks, (hi - bd.slot_max[ri, slot])[:, None] + blocks, None
+        live = self._live[depth[:, s], j]
         return (torch.where(live[:, None], (lo - bd.slot_min[ri, slot])[:, None] + blocks, lo[:, None]),
                 torch.where(live[:, None], (hi - bd.slot_max[ri, slot])[:, None] + blocks, hi[:, None]), live)
 
@@ -280,7 +285,8 @@ def _choose(logq: torch.Tensor, bad: torch.Tensor, greedy, greedy_rows: torch.Te
     if greedy is True:
         return a
     u = torch.rand(logq.shape[0], 1, generator=generator)
-    last_ok = logq.shape[1] - 1 - (~bad).flip(-1).long().argmax(-1)  # float rounding can pass the end
+    last_ok = (~bad).cumsum(-1).argmax(-1)  # the last allowed choice (argmax: the first of the maxima)
+    # float rounding can take the cumulative sum past it
     drawn = torch.minimum((torch.cumsum(logq.exp(), dim=-1) < u).sum(dim=-1), last_ok)
     return drawn if greedy_rows is None else torch.where(greedy_rows, a, drawn)
 
