@@ -114,7 +114,9 @@ class Device(Protocol):
 class Preparable(Protocol):
     """A device that can be contacted and checked before any work (every built-in kind; a
     plugin may add it). ``runs_on_host``: the measurements use this machine's CPU, so nothing
-    else may run meanwhile (a phone measures on its own: the host converts models meanwhile)."""
+    else may run meanwhile (a phone measures on its own: the host converts models meanwhile).
+    ``default_time_budget_s``: a profile's time budget when the user gives none (seconds, or
+    None for no budget); a device without it gets :func:`default_time_budget`'s rule."""
 
     runs_on_host: bool
 
@@ -130,6 +132,20 @@ def prepare_device(device: Device) -> tuple[dict[str, Any], bool]:
     if isinstance(device, Preparable):
         return device.prepare(), bool(device.runs_on_host)
     return device.info(), True
+
+
+#: The profile's time budget on this machine's CPU when the user gives none (issue 36).
+CPU_TIME_BUDGET_S = 600.0
+
+
+def default_time_budget(device: Any, runs_on_host: bool) -> float | None:
+    """A profile's time budget when the user gives none: what the device declares
+    (``default_time_budget_s``: the CPU 10 minutes; a phone and a GPU none, their measurements
+    being long and unlike the CPU's rates, decisions 50); a device that declares nothing, 10
+    minutes when it measures on this machine's CPU, else none."""
+    if hasattr(device, "default_time_budget_s"):
+        return device.default_time_budget_s
+    return CPU_TIME_BUDGET_S if runs_on_host else None
 
 
 def measure_items(device: Device, items, cfg: MeasureConfig | None = None, *, on_result=None) -> list[LatencyStats]:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from nagkit.devices.base import LatencyStats, MeasureConfig
+from nagkit.devices.base import CPU_TIME_BUDGET_S, LatencyStats, MeasureConfig
 from nagkit.devices.cpuinfo import cpu_id
 from nagkit.devices.measure import LoopResult, stats_from_loop, validate_config
 from nagkit.devices.spec import DeviceSpec, format_cores, parse_cpu_spec
@@ -224,6 +224,7 @@ class CpuDevice:
 
     kind = "cpu"
     runs_on_host = True
+    default_time_budget_s = CPU_TIME_BUDGET_S  # a profile keeps to 10 minutes unless told (issue 36)
 
     def __init__(self, spec: DeviceSpec | str = "cpu"):
         if isinstance(spec, str):

@@ -81,6 +81,7 @@ class CudaDevice:
     kind = "cuda"
     model_format = "torch"
     runs_on_host = True  # the host launches every kernel: nothing else should run meanwhile
+    default_time_budget_s = None  # no budget unless told: the CPU's rates say nothing of a GPU (decisions 50)
 
     def __init__(self, spec: Any = "cuda"):
         from nagkit.devices.spec import DeviceSpec, parse_cuda_spec

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from nagkit.devices.base import CPU_TIME_BUDGET_S
 from nagkit.errors import BadInputError
 from nagkit.latency.block_order import block_priority, block_weights, by_priority  # noqa: F401 (re-exported)
 from nagkit.latency.budget_phase import NetworkPlan, Phase  # noqa: F401 (re-exported)
@@ -40,7 +41,7 @@ from nagkit.latency.budget_text import budget_lines, fmt_s, parse_time_budget, s
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CPU_BUDGET_S = 600.0  # a profile measured on this machine's CPU: 10 minutes unless told
+DEFAULT_CPU_BUDGET_S = CPU_TIME_BUDGET_S  # a profile measured on this machine's CPU: 10 minutes unless told
 MARGIN = 0.03  # of the budget, kept for what no phase counts (start-up, logging, the table build)
 FINISH_S = 4.0  # building and writing the table (and the calibration fit, when there is one)
 FIT_S = 6.0  # a calibration's fit on up to 80 networks (the floor's cutting planes, leave-one-out)
@@ -59,7 +60,8 @@ PRIORITY = {"block pass 2": 1, "network passes (minimum)": 2, "block pass 3+": 3
 class TimeBudget:
     """The plan of one profile (module doc). ``budget_s``: seconds, None (no budget: every
     optional phase runs, as before budgets existed) or ``"default"`` (resolved by
-    :meth:`resolve`: :data:`DEFAULT_CPU_BUDGET_S` on this machine's CPU, none on a phone or GPU)."""
+    :meth:`resolve`: what the device declares, :func:`nagkit.devices.base.default_time_budget`:
+    :data:`DEFAULT_CPU_BUDGET_S` on this machine's CPU, none on a phone or GPU)."""
 
     budget_s: float | str | None = "default"
     clock: Callable[[], float] = time.monotonic
@@ -100,12 +102,13 @@ class TimeBudget:
     def finish_s(self) -> float:
         return FINISH_S + (FIT_S if self.calibrating else 0.0)
 
-    def resolve(self, on_host: bool, model_format: str, remembered: Rates | None = None) -> None:
-        """The default budget for a device (this machine's CPU: 10 minutes; a phone or GPU: none,
-        as before), and the priors: rates given, else those the last profile of the device here
-        observed (``remembered``), else :data:`PRIORS` of its model format."""
+    def resolve(self, default_s: float | None, model_format: str, remembered: Rates | None = None) -> None:
+        """``default_s``, the device's default budget (:func:`nagkit.devices.base.default_time_budget`:
+        this machine's CPU 10 minutes, a phone or GPU none), when none was given; and the priors:
+        rates given, else those the last profile of the device here observed (``remembered``),
+        else :data:`PRIORS` of its model format."""
         if self.budget_s == "default":
-            self.budget_s = DEFAULT_CPU_BUDGET_S if on_host else None
+            self.budget_s = default_s
         if self._prior is None:
             self._prior = self.rates or remembered or PRIORS.get(model_format, PRIORS["tflite"])
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nagkit.devices.base import prepare_device
+from nagkit.devices.base import default_time_budget, prepare_device
 from nagkit.errors import ArtifactError, BadInputError, DeviceError, short_repr
 from nagkit.io import check_out_path
 from nagkit.latency.blocks import BlockCache, check_format_precision, default_jobs, unique_layers
@@ -154,7 +154,7 @@ def profile(device, space: SearchSpace, resolutions: Iterable[int], out: str | P
         on_start(out, facts)
     cache = BlockCache(device.model_format, cache_dir, precision)
     budget.memory = (cache.root / RATES_FILE, rates_key(ident, platform.node()))
-    budget.resolve(on_host, device.model_format, remembered_rates(*budget.memory))
+    budget.resolve(default_time_budget(device, on_host), device.model_format, remembered_rates(*budget.memory))
     if networks is not None:
         budget.plan_networks(networks, len(layers), spread=passes > 1)
     budget.plan_blocks(len(layers), sum(not cache.cached(k) for k in layers),

@@ -430,10 +430,8 @@ def _plan_validation(budget, device, cache: NetworkCache, cache_dir, space: Sear
 
     root = Path(cache_dir) if cache_dir else default_cache_dir()  # a BlockCache's root
     budget.memory = (root / RATES_FILE, rates_key(device_identity(device, precision), platform.node()))
-    on_host = getattr(device, "kind", None) == "cpu"
-    if budget.budget_s == "default":
-        budget.budget_s = None  # validation has no default budget: it measures what it is asked (with its estimate)
-    budget.resolve(on_host, device.model_format, remembered_rates(*budget.memory))
+    # validation has no default budget: it measures what it is asked (with its estimate)
+    budget.resolve(None, device.model_format, remembered_rates(*budget.memory))
     uncached = len(cache.uncached(space, nets))
     k = len(nets)
     budget.add("convert networks", "convert_net_s", uncached, 0)

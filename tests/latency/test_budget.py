@@ -414,6 +414,39 @@ def test_the_default_budget_is_ten_minutes_on_this_cpu_and_none_on_a_phone(tmp_p
     assert budget_lines(phone.table.provenance["time_budget"])[0].startswith("no time budget: took")
 
 
+def test_each_device_declares_its_default_budget_and_a_gpu_has_none(tmp_path, fake):
+    """Decisions 50: the default comes from the device (``default_time_budget_s``). A GPU runs on
+    the host but declares none (before, running on the host gave it the CPU's 10 minutes, against
+    decisions 40 and the README); a device that declares nothing keeps the old rule."""
+    from nagkit.devices.adb.device import AdbDevice
+    from nagkit.devices.base import default_time_budget
+    from nagkit.devices.cpu import CpuDevice
+    from nagkit.devices.cuda import CudaDevice
+    from nagkit.latency.profiler import profile
+
+    assert (CpuDevice.default_time_budget_s, CudaDevice.default_time_budget_s, AdbDevice.default_time_budget_s) \
+        == (600.0, None, None)
+    assert CudaDevice.runs_on_host and not AdbDevice.runs_on_host
+    clock, _ = fake
+
+    class Gpu(_FakeDevice):  # launched from the host, as `cuda` is
+        runs_on_host = True
+        default_time_budget_s = None
+
+        def prepare(self):
+            return {"model": "gpu"}
+
+    class Patient(_FakeDevice):  # a plugin's device that declares its own
+        default_time_budget_s = 1800.0
+
+    assert default_time_budget(_FakeDevice(), True) == 600 and default_time_budget(_FakeDevice(), False) is None
+    space = make_tiny_space(resolutions=(32,))
+    for dev, want, name in ((Gpu(), None, "g"), (Patient(), 1800.0, "p")):
+        res = profile(dev, space, [32], tmp_path / f"{name}.json", cache_dir=tmp_path / "cache", progress=False,
+                      budget=TimeBudget("default", clock=clock))
+        assert res.table.provenance["time_budget"]["time_budget_s"] == want
+
+
 # -- the calibration's measurements are journalled: a resume keeps them ---------------------------
 class _FailingNetDevice(_NetDevice):
     """Interrupted (an error, as a killed run is) after ``fail_after`` network measurements."""

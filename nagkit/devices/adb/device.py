@@ -160,6 +160,7 @@ class AdbDevice:
     kind = "adb"
     model_format = "tflite"
     runs_on_host = False  # the phone measures: the host may convert models meanwhile
+    default_time_budget_s = None  # no budget unless told: the plan does not model the pipelined conversions
 
     def __init__(self, target: str, profile: dict[str, Any] | None = None, *, transport: AdbTransport | None = None):
         self.profile = validate_profile(profile)
