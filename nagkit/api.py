@@ -38,8 +38,9 @@ def profile(device: Any, *, space: str | None = None, resolutions: Sequence[int]
     checked first, a phone measures while the host converts; ``precision="int8"`` times every
     block quantized (an int8 table); ``block_passes``: passes over the blocks, the best of each
     recorded (default 3 on this machine's CPU, 1 on a phone); ``time_budget``: seconds or text
-    such as ``"10m"`` (default: 10 minutes on this machine's CPU, none on a phone; ``"none"``: no
-    budget), planned before any conversion and refused when below the minimum. Returns the
+    such as ``"10m"`` (default: the device's own, 10 minutes on this machine's CPU, none on a
+    phone or GPU; ``"none"``: no budget), planned before any conversion and refused when below
+    the minimum. Returns the
     :class:`~nagkit.latency.profiler.ProfileResult` (``.out`` the table's path, ``.table``)."""
     from nagkit.app.profile import ProfileOptions, run_profile
 
