@@ -31,7 +31,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from nagkit.devices.base import CPU_TIME_BUDGET_S
 from nagkit.errors import BadInputError
 from nagkit.latency.block_order import block_priority, block_weights, by_priority  # noqa: F401 (re-exported)
 from nagkit.latency.budget_phase import NetworkPlan, Phase  # noqa: F401 (re-exported)
@@ -41,7 +40,6 @@ from nagkit.latency.budget_text import budget_lines, fmt_s, parse_time_budget, s
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CPU_BUDGET_S = CPU_TIME_BUDGET_S  # a profile measured on this machine's CPU: 10 minutes unless told
 MARGIN = 0.03  # of the budget, kept for what no phase counts (start-up, logging, the table build)
 FINISH_S = 4.0  # building and writing the table (and the calibration fit, when there is one)
 FIT_S = 6.0  # a calibration's fit on up to 80 networks (the floor's cutting planes, leave-one-out)
@@ -61,7 +59,7 @@ class TimeBudget:
     """The plan of one profile (module doc). ``budget_s``: seconds, None (no budget: every
     optional phase runs, as before budgets existed) or ``"default"`` (resolved by
     :meth:`resolve`: what the device declares, :func:`nagkit.devices.base.default_time_budget`:
-    :data:`DEFAULT_CPU_BUDGET_S` on this machine's CPU, none on a phone or GPU)."""
+    :data:`~nagkit.devices.base.CPU_TIME_BUDGET_S` on this machine's CPU, none on a phone or GPU)."""
 
     budget_s: float | str | None = "default"
     clock: Callable[[], float] = time.monotonic

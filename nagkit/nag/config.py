@@ -238,8 +238,9 @@ _RANGES: dict[str, tuple[float, float]] = {  # inclusive bounds of numeric field
     "retarget_queries": (0, 1_000_000_000), "picks": (1, 100_000), "population": (1, 100_000),
     "generations": (0, 10_000),
 }
+SPACINGS = ("log", "linear", "mixed")  # ActiveConfig.spacing, nagkit.nag.guided.stratified
 _CHOICES = {"loss": ("pointwise", "pairwise"), "reward": ("dominance", "mnasnet", "tunas"),
-            "kind": ("surrogate", "learned"), "method": ("surrogate", "guided"), "spacing": ("log", "linear", "mixed")}
+            "kind": ("surrogate", "learned"), "method": ("surrogate", "guided"), "spacing": SPACINGS}
 
 
 def config_from_dict(cls: type[C], d: dict[str, Any] | None, where: str) -> C:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 import numpy as np
 
 from nagkit.latency.slots import SlotLatency
-from nagkit.nag.config import SearchConfig
+from nagkit.nag.config import SPACINGS, SearchConfig
 from nagkit.space import sampling as ops
 from nagkit.space.decisions import Decisions, Pool, concat, key_bytes
 from nagkit.space.space import SearchSpace
@@ -199,8 +199,8 @@ def stratified(lo: float, hi: float, n: int, spacing: str = "log") -> Callable[[
     """Budgets for each round: one draw in each of ``n`` slices of [lo, hi] of equal width in
     log-latency (the frontier climbs fastest at the low end, where a millisecond buys most);
     ``spacing`` "linear": equal width in latency; "mixed": half the slices each way."""
-    if spacing not in ("log", "linear", "mixed"):
-        raise ValueError(f"spacing {spacing!r} is not one of log, linear, mixed")
+    if spacing not in SPACINGS:
+        raise ValueError(f"spacing {spacing!r} is not one of {', '.join(SPACINGS)}")
 
     def draw(rng: np.random.Generator) -> np.ndarray:
         if spacing == "mixed":

@@ -263,8 +263,8 @@ def test_a_journal_of_another_source_is_refused(tmp_path):
 
 @pytest.mark.parametrize("spacing", ["linear", "log", "mixed"])
 def test_each_round_draws_one_budget_in_each_slice_of_the_range(spacing):
-    """The frontier search's budgets (decisions 48): one in each of n equal slices of latency
-    (the default), of log-latency, or half the slices each way; all within the table's range."""
+    """The frontier search's budgets (decisions 48): one in each of n equal slices of latency,
+    of log-latency, or half the slices each way (the default); all within the table's range."""
     from nagkit.nag.guided import stratified
 
     lo, hi, n = 2.0, 100.0, 10
