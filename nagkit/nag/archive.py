@@ -109,22 +109,6 @@ class Archive:
         return self.dec.select(idx), grp, self.accuracy[idx]
 
 
-def limited_layers(latency_ms: np.ndarray, resource: np.ndarray, accuracy: np.ndarray, k: int,
-                   chunk: int = 512) -> np.ndarray:
-    """Indices of the archs that are among the ``k`` most accurate of all archs at most as slow
-    *and* at most as large (in ``resource``) as themselves: every (budget, resource limit) pair's
-    top ``k`` is a subset of them."""
-    lat = np.asarray(latency_ms, dtype=np.float64)
-    res = np.asarray(resource, dtype=np.float64)
-    acc = np.asarray(accuracy, dtype=np.float64)
-    keep = []
-    for s in range(0, len(lat), chunk):
-        e = min(s + chunk, len(lat))
-        better = (lat[None, :] <= lat[s:e, None]) & (res[None, :] <= res[s:e, None]) & (acc[None, :] > acc[s:e, None])
-        keep.append(np.flatnonzero(better.sum(axis=1) < k) + s)
-    return np.concatenate(keep) if keep else np.zeros(0, dtype=np.int64)
-
-
 def frontier_layers(latency_ms: np.ndarray, accuracy: np.ndarray, k: int) -> np.ndarray:
     """Indices (by latency) of the archs that are among the ``k`` most accurate of all archs at
     most as slow as themselves: every budget's top ``k`` is a subset of them."""

@@ -152,7 +152,6 @@ class ActiveConfig:
     crossover: float = 0.2
     repair: int = 4
     spacing: str = "mixed"  # the rounds' budgets: half in slices of log-latency, half of latency (decisions 48)
-    limited: float = 0.0  # share of a round's budgets that also carry a parameter limit (issue 34)
 
 
 @dataclass(frozen=True)
@@ -237,7 +236,7 @@ _RANGES: dict[str, tuple[float, float]] = {  # inclusive bounds of numeric field
     "refine_imitation": (0, 10_000_000), "min_ms": (0.0, 1e9), "max_ms": (0.0, 1e9), "seed": (0, SEED_MAX),
     "layers": (1, 16), "first_steps": (0, 10_000_000), "round_steps": (0, 10_000_000), "final_steps": (0, 10_000_000),
     "retarget_queries": (0, 1_000_000_000), "picks": (1, 100_000), "population": (1, 100_000),
-    "generations": (0, 10_000), "limited": (0.0, 1.0),
+    "generations": (0, 10_000),
 }
 SPACINGS = ("log", "linear", "mixed")  # ActiveConfig.spacing, nagkit.nag.guided.stratified
 _CHOICES = {"loss": ("pointwise", "pairwise"), "reward": ("dominance", "mnasnet", "tunas"),
