@@ -3,7 +3,7 @@ Per (variant, seed): training from scratch on ofa-note10 (5,010 queries), then z
 generation at the 7 latency budgets (vs evo_ref) and at the 6 parameter points (vs quality.json's evolution).
 ofa-cpu-w1.0: latency budgets and peak points. "rich": the same choice with an archive that also
 holds the (latency, parameters) frontier layers of every queried arch (nagkit.nag.archive.limited_layers).
-Run at the commit that adds ActiveConfig.limited (removed after: not adopted).
+Run at commit b392832, which has ActiveConfig.limited (removed after: not adopted).
 Results: limited_search-2-core-2026-11-29.json (2-core AMD EPYC VM, --jobs 2, seeds 0-2)."""
 import sys, os, json, time, argparse, dataclasses, tempfile, pathlib
 ROOT = pathlib.Path(__file__).resolve().parents[3]; sys.path.insert(0, str(ROOT))
