@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from nagkit.latency.slots import SlotLatency
+from nagkit.nag import fast_decode
 from nagkit.nag.budgets import BudgetGrid, make_embedding
 from nagkit.nag.config import GeneratorConfig, torch_threads
 from nagkit.nag.optim import Adam, one_cycle
@@ -368,9 +369,11 @@ def sample_archs(gen: Generator, budgets_ms: np.ndarray, n: int, seed: int, temp
     greedy decode (the most likely choice at every step); ``limits``: further limits' masks
     (:meth:`Generator.forward`). Returns decisions and each row's budget."""
     bud = np.repeat(np.asarray(budgets_ms, dtype=np.float64), n)
-    rows = torch.from_numpy(np.tile(np.arange(n) == 0, len(budgets_ms)) & greedy)
+    rows = np.tile(np.arange(n) == 0, len(budgets_ms)) & greedy
     tgen = torch.Generator().manual_seed(seed)
     with torch.inference_mode():
+        if limits is None:  # the same decode in NumPy, several times faster (nagkit.nag.fast_decode)
+            return Decisions(*fast_decode.sample(gen, bud, tgen, rows if greedy else None, temperature)), bud
         dec, _, _ = gen(torch.from_numpy(bud), generator=tgen, temperature=temperature, stats=False,
-                        greedy=rows if greedy else False, limits=limits)
+                        greedy=torch.from_numpy(rows) if greedy else False, limits=limits)
     return dec, bud
