@@ -19,20 +19,12 @@ import numpy as np
 import torch
 
 
-class _Arrays:
-    """The generator's weights and its table's bounds as NumPy arrays (one copy per bind)."""
+class _Bounds:
+    """A table's latency bounds (``Generator._bounds``) as NumPy arrays: one copy per bind."""
 
     def __init__(self, gen) -> None:
-        cell, bd = gen.cell, gen._bounds
-        e_dim, tdim = gen.embed.table.shape[1], gen.cfg.token_dim
-        with torch.no_grad():
-            w_ih = cell.weight_ih
-            self.tok_proj = (gen.tokens.weight @ w_ih[:, e_dim:e_dim + tdim].T).numpy()
-            self.w_rec = torch.cat([w_ih[:, e_dim + tdim:].T, cell.weight_hh.T]).contiguous()  # torch: see _matmul
-            self.head_w = [gen.head_w[t, :, :size].detach().contiguous() for t, size in enumerate(gen.sizes)]
-            self.head_b = gen.head_b.detach().numpy().copy()
-        self.weights = [p.data_ptr() for p in gen.parameters()] + [p._version for p in gen.parameters()]
-        self.table = id(bd)
+        bd = gen._bounds
+        self.source = bd  # held, and compared by identity: a new bind makes new bounds
         n = lambda t: t.numpy().copy()  # noqa: E731
         self.r_min, self.r_max = n(bd.r_min), n(bd.r_max)
         self.depth_min, self.depth_max = n(bd.depth_min), n(bd.depth_max)
@@ -42,14 +34,11 @@ class _Arrays:
         self.dead = gen._dead.numpy().copy()
 
 
-def _arrays(gen) -> _Arrays:
-    arr = getattr(gen, "_np_arrays", None)
-    params = list(gen.parameters())
-    if (arr is None or arr.table != id(gen._bounds)
-            or arr.weights != [p.data_ptr() for p in params] + [p._version for p in params]):
-        arr = _Arrays(gen)
-        gen._np_arrays = arr
-    return arr
+def _bounds(gen) -> _Bounds:
+    got = getattr(gen, "_np_bounds", None)
+    if got is None or got.source is not gen._bounds:
+        got = gen._np_bounds = _Bounds(gen)
+    return got
 
 
 def _matmul(x: np.ndarray, w: torch.Tensor) -> np.ndarray:
@@ -66,20 +55,44 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.reciprocal(out, out=out)
 
 
+def _options(A: _Bounds, kind: str, s: int, j: int, md: int, lo, hi, ri, depth, every_depth: bool):
+    """``Generator._options`` in NumPy: the fastest and slowest completion of each choice [n, size]
+    and the live rows (None where every row is live: not a block slot, or one that
+    ``every_depth`` of the stage has)."""
+    n = len(lo)
+    if kind == "r":
+        return np.broadcast_to(A.r_min, (n, len(A.r_min))), np.broadcast_to(A.r_max, (n, len(A.r_max))), None
+    if kind == "depth":
+        return ((lo - A.dmin_lo[ri, s])[:, None] + A.depth_min[ri, s],
+                (hi - A.dmax_hi[ri, s])[:, None] + A.depth_max[ri, s], None)
+    slot = s * md + j
+    blocks = A.blocks[ri, slot]
+    opt_lo = (lo - A.slot_min[ri, slot])[:, None] + blocks
+    opt_hi = (hi - A.slot_max[ri, slot])[:, None] + blocks
+    if every_depth:
+        return opt_lo, opt_hi, None
+    live = A.live[depth[:, s], j]
+    return np.where(live[:, None], opt_lo, lo[:, None]), np.where(live[:, None], opt_hi, hi[:, None]), live
+
+
 def sample(gen, budgets: np.ndarray, generator: torch.Generator, greedy_rows: np.ndarray | None,
            temperature: float = 1.0):
     """One arch per budget (rows where ``greedy_rows`` take the most likely choice): the decisions
     of ``gen(budgets, generator=..., greedy=..., stats=False)``. Returns (r, depth, k, e) arrays."""
     if gen._bounds is None:
         raise RuntimeError("Generator.bind(SlotLatency) must be called before decoding")
-    A, sp, md = _arrays(gen), gen.space, gen.space.max_depth
+    A, sp, md = _bounds(gen), gen.space, gen.space.max_depth
     b = np.asarray(budgets, dtype=np.float64)
     n = len(b)
-    with torch.no_grad():
+    with torch.no_grad():  # the weights' products as forward computes them, read afresh every call
         g = gen.embed(torch.from_numpy(b).to(torch.float32))
         h, c = (x.numpy() for x in torch.tanh(gen.init_state(g)).chunk(2, dim=1))
-        w_ih, e_dim = gen.cell.weight_ih, g.shape[1]
-        g_proj = (g @ w_ih[:, :e_dim].T + gen.cell.bias_ih + gen.cell.bias_hh).numpy()  # as forward computes it
+        cell, e_dim, tdim = gen.cell, g.shape[1], gen.cfg.token_dim
+        w_ih = cell.weight_ih
+        g_proj = (g @ w_ih[:, :e_dim].T + cell.bias_ih + cell.bias_hh).numpy()
+        tok_proj = (gen.tokens.weight @ w_ih[:, e_dim:e_dim + tdim].T).numpy()
+        w_rec = torch.cat([w_ih[:, e_dim + tdim:].T, cell.weight_hh.T])
+        head_w, head_b = gen.head_w.detach(), gen.head_b.detach().numpy()
     hid = h.shape[1]
     inv_b = 1.0 / b
     b_tol = (b + 1e-9)[:, None]
@@ -98,31 +111,17 @@ def sample(gen, budgets: np.ndarray, generator: torch.Generator, greedy_rows: np
         x[:, 0] = np.clip(left * inv_b, -1, 1)
         x[:, 1] = np.clip(left / np.maximum(hi - lo, 1e-9), 0, 2)
         x[:, 2:] = h
-        gates = g_proj + A.tok_proj[prev]
-        gates += _matmul(x, A.w_rec)
+        gates = g_proj + tok_proj[prev]
+        gates += _matmul(x, w_rec)
         ifo = _sigmoid(gates[:, :2 * hid]), _sigmoid(gates[:, 3 * hid:])  # input, forget; output
         c = ifo[0][:, hid:] * c + ifo[0][:, :hid] * np.tanh(gates[:, 2 * hid:3 * hid])
         h = ifo[1] * np.tanh(c)
         size = gen.sizes[t]
-        live = None
-        if kind == "r":
-            opt_lo, opt_hi = np.broadcast_to(A.r_min, (n, size)), np.broadcast_to(A.r_max, (n, size))
-        elif kind == "depth":
-            opt_lo = (lo - A.dmin_lo[ri, s])[:, None] + A.depth_min[ri, s]
-            opt_hi = (hi - A.dmax_hi[ri, s])[:, None] + A.depth_max[ri, s]
-        else:
-            slot = s * md + j
-            blocks = A.blocks[ri, slot]
-            opt_lo = (lo - A.slot_min[ri, slot])[:, None] + blocks
-            opt_hi = (hi - A.slot_max[ri, slot])[:, None] + blocks
-            if j >= gen._min_depth:
-                live = A.live[depth[:, s], j]
-                opt_lo = np.where(live[:, None], opt_lo, lo[:, None])
-                opt_hi = np.where(live[:, None], opt_hi, hi[:, None])
+        opt_lo, opt_hi, live = _options(A, kind, s, j, md, lo, hi, ri, depth, every_depth=j < gen._min_depth)
         bad = opt_lo > b_tol
         if live is not None:
             bad = np.where(live[:, None], bad, A.dead)
-        logits = _matmul(h, A.head_w[t]) + A.head_b[t, :size]
+        logits = _matmul(h, head_w[t, :, :size]) + head_b[t, :size]
         if temperature != 1.0:
             logits = logits / np.float32(temperature)
         logits = np.where(bad, -np.inf, logits)

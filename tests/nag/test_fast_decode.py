@@ -66,7 +66,7 @@ def test_an_untrained_generator_and_mixed_budgets_decode_the_same():
 
 def test_sample_archs_uses_the_numpy_decode_without_limits_and_follows_retraining(monkeypatch):
     """sample_archs decodes in NumPy when there is no further limit; a changed weight is seen (the
-    NumPy copies are refreshed), and the result is forward's."""
+    weights are read at every call), and the result is forward's."""
     m = load_workspace("fmnist").nag_model(with_source=False)
     gen = copy.deepcopy(m.generator)  # changed below
     calls = []
@@ -77,7 +77,9 @@ def test_sample_archs_uses_the_numpy_decode_without_limits_and_follows_retrainin
     with torch.no_grad():
         gen.head_b.add_(torch.randn_like(gen.head_b) * 3.0)  # in place: the same storage, a new version
     after, _ = sample_archs(gen, [b], 200, seed=5)
-    assert calls == [1, 1]
+    gen.head_b.data.copy_(torch.randn_like(gen.head_b) * 3.0)  # behind autograd's back: no new version
+    hidden, _ = sample_archs(gen, [b], 200, seed=5)
+    assert calls == [1, 1, 1]
     ref, _ = _both(gen, np.full(200, b), seed=5, greedy=False)
-    assert _mismatched_rows(after, ref) == 0
-    assert _mismatched_rows(before, after) > 0
+    assert _mismatched_rows(hidden, ref) == 0
+    assert _mismatched_rows(before, after) > 0 and _mismatched_rows(after, hidden) > 0
