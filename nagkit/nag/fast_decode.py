@@ -3,7 +3,8 @@
 Zero-query generation decodes 51 archs, one LSTM step per decision (26 steps on an OFA space),
 each step some twenty operations on arrays of 51 x 256 floats. At that size torch spends more
 time dispatching an operation than computing it (about 5 us a call against 1-2 us for NumPy),
-so the same arithmetic in NumPy decodes several times faster. This path serves sampling only
+so the same arithmetic in NumPy is faster: a whole generation about 1.2-1.4x on the 2-core
+reference CPU (benchmarks/nag/bench_decode.py). This path serves sampling only
 (:func:`nagkit.nag.generator.sample_archs` without further limits): training, teacher forcing,
 log-probabilities and the limits' masks stay in :meth:`Generator.forward`.
 

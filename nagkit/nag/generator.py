@@ -372,7 +372,7 @@ def sample_archs(gen: Generator, budgets_ms: np.ndarray, n: int, seed: int, temp
     rows = np.tile(np.arange(n) == 0, len(budgets_ms)) & greedy
     tgen = torch.Generator().manual_seed(seed)
     with torch.inference_mode():
-        if limits is None:  # the same decode in NumPy, several times faster (nagkit.nag.fast_decode)
+        if limits is None:  # the same decode in NumPy, faster (nagkit.nag.fast_decode)
             return Decisions(*fast_decode.sample(gen, bud, tgen, rows if greedy else None, temperature)), bud
         dec, _, _ = gen(torch.from_numpy(bud), generator=tgen, temperature=temperature, stats=False,
                         greedy=torch.from_numpy(rows) if greedy else False, limits=limits)
