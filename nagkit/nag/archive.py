@@ -39,11 +39,16 @@ class Archive:
         return cls(from_archs(space, [archs[i] for i in keep]), lat[keep], acc[keep])
 
     @classmethod
-    def from_decisions(cls, dec: Decisions, latency_ms, accuracy, k: int) -> Archive:
-        """The first ``k`` frontier layers of decision rows with known latency and accuracy."""
+    def from_decisions(cls, dec: Decisions, latency_ms, accuracy, k: int, params=None) -> Archive:
+        """The first ``k`` frontier layers of decision rows with known latency and accuracy; with
+        ``params`` (each row's parameter count), also those of (latency, parameters): then every
+        (budget, parameter limit) pair's ``k`` best known archs are in the archive (issue 34). The
+        extra rows are never among a budget's top ``k`` alone, so imitation targets are the same."""
         lat = np.asarray(latency_ms, dtype=np.float64)
         acc = np.asarray(accuracy, dtype=np.float64)
         keep = frontier_layers(lat, acc, k)
+        if params is not None:
+            keep = np.union1d(keep, limited_layers(lat, params, acc, k))
         return cls(dec.select(keep), lat[keep], acc[keep])
 
     def top_within(self, k: int) -> np.ndarray:
@@ -107,6 +112,22 @@ class Archive:
         idx = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
         grp = np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
         return self.dec.select(idx), grp, self.accuracy[idx]
+
+
+def limited_layers(latency_ms: np.ndarray, resource: np.ndarray, accuracy: np.ndarray, k: int,
+                   chunk: int = 512) -> np.ndarray:
+    """Indices of the archs that are among the ``k`` most accurate of all archs at most as slow
+    *and* at most as large (in ``resource``) as themselves: every (budget, resource limit) pair's
+    top ``k`` is a subset of them."""
+    lat = np.asarray(latency_ms, dtype=np.float64)
+    res = np.asarray(resource, dtype=np.float64)
+    acc = np.asarray(accuracy, dtype=np.float64)
+    keep = []
+    for s in range(0, len(lat), chunk):
+        e = min(s + chunk, len(lat))
+        better = (lat[None, :] <= lat[s:e, None]) & (res[None, :] <= res[s:e, None]) & (acc[None, :] > acc[s:e, None])
+        keep.append(np.flatnonzero(better.sum(axis=1) < k) + s)
+    return np.concatenate(keep) if keep else np.zeros(0, dtype=np.int64)
 
 
 def frontier_layers(latency_ms: np.ndarray, accuracy: np.ndarray, k: int) -> np.ndarray:

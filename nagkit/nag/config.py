@@ -139,7 +139,11 @@ class ActiveConfig:
     evolves ``generations`` generations on the surrogate alone (``children`` mutants per
     generation: 1..``max_changes`` small moves, a ``crossover`` share crossed, ``repair``
     latency-lowering steps if over B); the ``picks`` best new archs per budget by the surrogate
-    are queried, and the surrogate is refitted on everything."""
+    are queried, and the surrogate is refitted on everything. ``limited``: the share of each
+    round's budgets that also carry a parameter limit, drawn between the fewest parameters of a
+    queried arch within the budget and those of the most accurate one; the saved archive then
+    keeps the best known archs of every (budget, parameter limit) pair (issue 34, decisions 52).
+    Off by default: it pays off from about 20,000 queries (benchmarks/constraints/README.md)."""
 
     budgets: int = 100
     picks: int = 2
@@ -152,6 +156,7 @@ class ActiveConfig:
     crossover: float = 0.2
     repair: int = 4
     spacing: str = "mixed"  # the rounds' budgets: half in slices of log-latency, half of latency (decisions 48)
+    limited: float = 0.0  # share of a round's budgets that also carry a parameter limit (decisions 52)
 
 
 @dataclass(frozen=True)
@@ -236,7 +241,7 @@ _RANGES: dict[str, tuple[float, float]] = {  # inclusive bounds of numeric field
     "refine_imitation": (0, 10_000_000), "min_ms": (0.0, 1e9), "max_ms": (0.0, 1e9), "seed": (0, SEED_MAX),
     "layers": (1, 16), "first_steps": (0, 10_000_000), "round_steps": (0, 10_000_000), "final_steps": (0, 10_000_000),
     "retarget_queries": (0, 1_000_000_000), "picks": (1, 100_000), "population": (1, 100_000),
-    "generations": (0, 10_000),
+    "generations": (0, 10_000), "limited": (0.0, 1.0),
 }
 SPACINGS = ("log", "linear", "mixed")  # ActiveConfig.spacing, nagkit.nag.guided.stratified
 _CHOICES = {"loss": ("pointwise", "pairwise"), "reward": ("dominance", "mnasnet", "tunas"),

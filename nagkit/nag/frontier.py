@@ -16,6 +16,10 @@ Accuracy queries are the currency; computation on the surrogate is almost free. 
 
 A query is spent only where the surrogate, corrected by every earlier query, expects the frontier
 to be; where it was wrong, the next fit knows.
+
+With ``limited`` > 0 (off by default; decisions 52) that share of each round's budgets also
+carries a parameter limit, and its parents and children must meet it too: the search then also
+queries the frontiers of parameter-limited networks, which a latency-only search never reaches.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from nagkit.nag.guided import stratified
 from nagkit.nag.surrogate import Surrogate
 from nagkit.space import sampling as ops
 from nagkit.space.decisions import Decisions, Pool, dedupe, key_bytes, rank_in_groups
+from nagkit.space.resources import SlotResources
 from nagkit.space.space import SearchSpace
 
 
@@ -52,6 +57,8 @@ class ActiveSearch:
         self.refilled = 0  # rounds filled from the children beyond the populations
         self._reserve: list[Pool] = []
         self.fits: list[dict] = []
+        self._params = SlotResources(space).counter("params") if cfg.limited > 0 else None
+        self._known_params = self._params(known.dec) if self._params else None
 
     @property
     def finished(self) -> bool:
@@ -66,10 +73,11 @@ class ActiveSearch:
         """This round's picks: new archs, each within the budget it was found for."""
         cfg = self.cfg
         budgets = np.sort(self.draw(self.rng))
-        pop = self._parents(budgets)
+        limits = self._limits(budgets)
+        pop = self._parents(budgets, limits)
         self._reserve = []
         for _ in range(cfg.generations):
-            pop = self._generation(pop, budgets)
+            pop = self._generation(pop, budgets, limits)
         room = self.cap - self.used
         self.rounds += 1
         n_max = min(room, cfg.picks * len(budgets))
@@ -81,14 +89,37 @@ class ActiveSearch:
         self._reserve = []
         return picks
 
-    def _parents(self, budgets: np.ndarray) -> Pool:
-        """Per budget, its ``parents`` most accurate queried archs within it (group = budget)."""
+    def _limits(self, budgets: np.ndarray) -> np.ndarray:
+        """Each budget's parameter limit: none (inf), or for a ``limited`` share of the budgets a
+        limit drawn uniformly between the fewest parameters of a queried arch within the budget and
+        those of the most accurate one (above that, the limit would not bind)."""
+        out = np.full(len(budgets), np.inf)
+        n = int(round(self.cfg.limited * len(budgets)))
+        if n <= 0:
+            return out
+        k = self.known
+        for g in self.rng.choice(len(budgets), n, replace=False):
+            inside = np.flatnonzero(k.latency <= budgets[g])
+            if len(inside) < 2:
+                continue
+            p = self._known_params[inside]
+            hi, lo = p[np.argmax(k.accuracy[inside])], p.min()
+            out[g] = lo + self.rng.random() * (hi - lo)
+        return out
+
+    def _parents(self, budgets: np.ndarray, limits: np.ndarray) -> Pool:
+        """Per budget, its ``parents`` most accurate queried archs within it and its parameter
+        limit (group = budget)."""
         k = self.known
         order = np.argsort(-k.accuracy, kind="stable")
         lat = k.latency[order]
+        par = self._known_params[order] if self._known_params is not None else None
         rows, groups = [], []
         for g, b in enumerate(budgets):
-            top = order[lat <= b][:self.cfg.parents]
+            inside = lat <= b
+            if np.isfinite(limits[g]):
+                inside &= par <= limits[g]
+            top = order[inside][:self.cfg.parents]
             rows.append(top)
             groups.append(np.full(len(top), g))
         idx = np.concatenate(rows).astype(np.int64)
@@ -96,7 +127,7 @@ class ActiveSearch:
         pop.accuracy = self.surrogate.predict(pop.dec)  # exact for these (remembered)
         return pop
 
-    def _generation(self, pop: Pool, budgets: np.ndarray) -> Pool:
+    def _generation(self, pop: Pool, budgets: np.ndarray, limits: np.ndarray) -> Pool:
         cfg, rng, sp = self.cfg, self.rng, self.space
         pop = pop.select(np.argsort(pop.group, kind="stable"))
         count = np.bincount(pop.group, minlength=len(budgets))
@@ -117,7 +148,10 @@ class ActiveSearch:
         lat = self.latency(kids)
         if cfg.repair > 0:
             lat = ops.repair_down(sp, kids, lat, bud, self.latency, rng, cfg.repair)
-        fit = np.flatnonzero(lat <= bud)
+        ok = lat <= bud
+        if np.isfinite(limits).any():
+            ok &= self._params(kids) <= limits[grp]
+        fit = np.flatnonzero(ok)
         kids = Pool(kids.select(fit), grp[fit], lat[fit])
         kids.accuracy = self.surrogate.predict(kids.dec)
         self._reserve.append(kids)
@@ -168,6 +202,8 @@ class ActiveSearch:
             return
         self.used += len(pool)
         self.known = self.known + Pool(pool.dec, np.zeros(len(pool)), pool.latency, pool.accuracy)
+        if self._params is not None:
+            self._known_params = np.concatenate([self._known_params, self._params(pool.dec)])
         self.fit(self.sur_cfg.round_steps, focus=len(pool) if self.sur_cfg.focus else 0)
 
 

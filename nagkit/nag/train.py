@@ -48,6 +48,7 @@ from nagkit.nag.generator import Generator, imitate, reinforce
 from nagkit.nag.guided import GuidedSearch, run_guided, stratified
 from nagkit.nag.surrogate import Surrogate, holdout_error, make_surrogate
 from nagkit.space.decisions import Decisions, Pool, concat, dedupe, from_archs, key_bytes
+from nagkit.space.resources import SlotResources
 from nagkit.space.space import SearchSpace
 
 ARTIFACT_SCHEMA = 2
@@ -267,6 +268,10 @@ def train_models(space: SearchSpace, table, archs, acc: np.ndarray, *, budgets: 
                                             progress=(lambda d, t, _l: progress("evaluator", d, t)) if progress else None)
         archive = Archive.from_decisions(known.dec, known.latency, known.accuracy, generator_cfg.imitation_top)
         gen = train_generator(space, grid, generator_cfg, ev, latency, archive, budgets.embed_dim, progress)
+        if frontier_cfg.active.limited > 0 or frontier_cfg.retarget.limited > 0:  # searched under limits: keep their best
+            params = SlotResources(space).per_row("params", known.dec)
+            archive = Archive.from_decisions(known.dec, known.latency, known.accuracy, generator_cfg.imitation_top,
+                                             params=params)
         ref = {"queries": 0, "rounds": [], "seconds": 0.0}
         if source is not None and frontier_cfg.refine_rounds > 0 and evaluator_cfg.kind == "learned":
             left = max(0, cap - front["queries"])

@@ -9,7 +9,7 @@ import pytest
 
 from nagkit.data.synthetic import synthetic_accuracy
 from nagkit.errors import ArtifactError
-from nagkit.nag.archive import Archive, frontier_layers
+from nagkit.nag.archive import Archive, frontier_layers, limited_layers
 from tests.nag.helpers import SP, synthetic_data
 
 
@@ -26,6 +26,37 @@ def test_frontier_layers_hold_every_budgets_top_k(k):
     # and nothing else: each kept arch is in the top k of its own latency
     for i in keep:
         assert (acc[lat <= lat[i]] > acc[i]).sum() < k
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_parameter_layers_hold_every_budget_and_limits_top_k(k):
+    """Issue 34 (decisions 52): the archs among the k best of their own (latency, parameters) box
+    hold the k best within any budget and parameter limit, and nothing else."""
+    rng = np.random.default_rng(10 + k)
+    lat, par, acc = rng.random(500) * 10, rng.integers(1, 1000, 500).astype(float), rng.random(500)
+    keep = set(limited_layers(lat, par, acc, k, chunk=64).tolist())  # several chunks
+    assert len(set(frontier_layers(lat, acc, k).tolist())) < len(keep) < 500
+    for b, p in zip(rng.random(300) * 10, rng.random(300) * 1000):
+        ok = np.flatnonzero((lat <= b) & (par <= p))
+        top = ok[np.argsort(-acc[ok])[:k]]
+        assert set(top.tolist()) <= keep
+    for i in keep:
+        assert (acc[(lat <= lat[i]) & (par <= par[i])] > acc[i]).sum() < k
+
+
+def test_an_archive_with_parameter_layers_keeps_the_same_imitation_targets():
+    from nagkit.space.decisions import from_archs
+    from nagkit.space.resources import SlotResources
+
+    archs, lat, acc = synthetic_data(400, seed=3)
+    dec = from_archs(SP, archs)
+    plain = Archive.from_decisions(dec, lat, acc, 3)
+    wide = Archive.from_decisions(dec, lat, acc, 3, params=SlotResources(SP).per_row("params", dec))
+    assert len(plain) < len(wide)
+    for b in np.quantile(lat, [0.05, 0.3, 0.6, 1.0]):  # each budget's top 3: the same archs
+        a, _, _ = plain.seeds(np.array([b]), 3)
+        w, _, _ = wide.seeds(np.array([b]), 3)
+        assert [str(x) for x in a.to_archs(SP)] == [str(x) for x in w.to_archs(SP)]
 
 
 def test_archive_seeds_save_and_load(tmp_path):

@@ -154,6 +154,36 @@ def test_a_round_whose_populations_hold_nothing_new_is_filled_from_its_children(
     assert len(set(picked)) == len(picked) and not set(picked) & set(key_bytes(SP, known.dec))
 
 
+def test_limited_budgets_keep_their_populations_under_a_parameter_limit():
+    """``limited`` (decisions 52): half the budgets carry a parameter limit between the fewest
+    parameters of a known arch within the budget and those of its most accurate one; their
+    parents and every surviving child meet it, as every row meets its budget."""
+    from nagkit.space.resources import SlotResources
+
+    archs, lat, acc = synthetic_data(200, seed=4)
+    known = Pool(from_archs(SP, archs), np.zeros(200), lat, acc)
+    sur = make_surrogate(SP, grid(), SurrogateConfig(hidden=32, seed=0))
+    cfg = ActiveConfig(budgets=8, picks=2, generations=3, children=20, limited=0.5)
+    search = ActiveSearch(SP, LAT, cfg, SurrogateConfig(hidden=32, round_steps=5), sur, known, cap=60, seed=2)
+    search.fit(40)
+    budgets = np.sort(search.draw(search.rng))
+    limits = search._limits(budgets)
+    params = SlotResources(SP).counter("params")
+    known_p = params(known.dec)
+    assert np.isfinite(limits).sum() == 4
+    for g in np.flatnonzero(np.isfinite(limits)):
+        inside = known.latency <= budgets[g]
+        assert known_p[inside].min() <= limits[g] <= known_p[inside][np.argmax(known.accuracy[inside])]
+    pop = search._parents(budgets, limits)
+    for _ in range(3):
+        pop = search._generation(pop, budgets, limits)
+    assert np.all(pop.latency <= budgets[pop.group] * (1 + 1e-12))
+    assert np.all(params(pop.dec) <= limits[pop.group])
+    assert np.isfinite(limits[pop.group]).sum() > 10  # the limited budgets have populations
+    out = run_active(search, open_accuracy_source("synthetic:", SP).evaluate_decisions)
+    assert search.used == 60 and len(out) == 260
+
+
 # -- the workspace level: journal, resume, re-targeting, the minimum budget ----------------------
 SMALL = {"surrogate": {"hidden": 32, "first_steps": 60, "round_steps": 10, "final_steps": 30},
          "frontier.active": {"budgets": 10, "picks": 2, "generations": 2, "children": 16},
@@ -238,6 +268,37 @@ def test_retargeting_carries_every_accuracy_and_spends_only_retarget_queries(tmp
     assert len({r["table"] for r in rows}) == 2 and len(rows) == first["new"] + 100
     assert main(["train", "--workspace", str(t), "--json"]) == 0  # a rerun: nothing more to spend
     assert json.loads(capsys.readouterr().out)["accuracy_queries"]["new"] == 0
+
+
+def test_a_training_with_limited_budgets_saves_every_budget_and_limits_best_archs(tmp_path):
+    """With ``[frontier.active] limited`` the saved archive also holds the (latency, parameters)
+    frontier layers of everything known (decisions 52): the 3 best known archs within any budget
+    and parameter limit are in it, so generation under --max-params can rank them."""
+    from nagkit.app.workspace import load_workspace
+    from nagkit.latency.slots import SlotLatency
+    from nagkit.nag.archive import Archive
+    from nagkit.space.arch import Arch
+    from nagkit.space.resources import SlotResources
+
+    ws = _tiny(tmp_path, dataset={"n": 300}, frontier={"total_queries": 600},
+               **{"frontier.active": {**SMALL["frontier.active"], "limited": 0.5}})
+    assert main(["dataset", "--workspace", str(ws)]) == 0
+    assert main(["train", "--workspace", str(ws)]) == 0
+    rows = [json.loads(line) for f in ("dataset.jsonl", "queries.jsonl")
+            for line in (ws / f).read_text().splitlines()[1:]]
+    w = load_workspace(str(ws))
+    dec = from_archs(w.space, [Arch.from_string(r["arch"]) for r in rows])
+    lat, acc = SlotLatency(w.latency_table, w.space)(dec), np.array([r["accuracy"] for r in rows])
+    par = SlotResources(w.space).per_row("params", dec)
+    saved = Archive.load(ws / "archive.jsonl", w.space)
+    kept = set(key_bytes(w.space, saved.dec))
+    latency_only = Archive.from_decisions(dec, lat, acc, 3)
+    assert len(saved) > len(latency_only)
+    rng = np.random.default_rng(0)
+    for b, p in zip(rng.uniform(lat.min(), lat.max(), 50), rng.uniform(par.min(), par.max(), 50)):
+        ok = np.flatnonzero((lat <= b) & (par <= p))
+        best = ok[np.argsort(-acc[ok], kind="stable")[:3]]
+        assert set(key_bytes(w.space, dec.select(best))) <= kept
 
 
 def test_a_query_budget_below_the_minimum_exits_2_naming_it(tmp_path, capsys):
