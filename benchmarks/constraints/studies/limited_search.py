@@ -4,7 +4,7 @@ generation at the 7 latency budgets (vs evo_ref) and at the 6 parameter points (
 ofa-cpu-w1.0: latency budgets and peak points. "rich": the same choice with an archive that also
 holds the (latency, parameters) frontier layers of every queried arch (nagkit.nag.archive.limited_layers).
 Run at commit b392832 (ActiveConfig.limited, before decisions 52 made it an option); the "_q20k"
-variants (20,040 queries) give limited_search_20k-2-core-2026-11-29.json. Since decisions 52 the
+and "_q10k" variants (20,040 and 10,020 queries) give limited_search_20k-2-core-2026-11-29.json. Since decisions 52 the
 saved archive of a limited training is the "rich" one, so "lim" equals "rich" there (checked on
 seed 0 of lim50_q20k: the same six figures).
 Results: limited_search-2-core-2026-11-29.json (2-core AMD EPYC VM, --jobs 2, seeds 0-2)."""
@@ -20,7 +20,9 @@ for w, s in Q["summary"].items():
     PTS[w] = [(p["budget_ms"], key, p[key], p["evolution_mean_pct"]) for p in s["points"]]
 VARIANTS = {"base": [], "lim25": ["frontier.active.limited=0.25"], "lim50": ["frontier.active.limited=0.5"],
             "lim10": ["frontier.active.limited=0.1"],
-            "base_q20k": ["frontier.total_queries=20040"], "lim50_q20k": ["frontier.active.limited=0.5", "frontier.total_queries=20040"]}
+            "base_q20k": ["frontier.total_queries=20040"], "lim50_q20k": ["frontier.active.limited=0.5", "frontier.total_queries=20040"],
+            "lim50_q10k": ["frontier.active.limited=0.5", "frontier.total_queries=10020"],
+            "lim25_q10k": ["frontier.active.limited=0.25", "frontier.total_queries=10020"]}
 
 def run(j):
     import torch; torch.set_num_threads(1)
