@@ -57,8 +57,8 @@ class ActiveSearch:
         self.refilled = 0  # rounds filled from the children beyond the populations
         self._reserve: list[Pool] = []
         self.fits: list[dict] = []
-        self._params = SlotResources(space).counter("params") if cfg.limited > 0 else None
-        self._known_params = self._params(known.dec) if self._params else None
+        self._res = SlotResources(space) if cfg.limited > 0 else None
+        self._known_params = self._params(known.dec) if self._res else None
 
     @property
     def finished(self) -> bool:
@@ -88,6 +88,9 @@ class ActiveSearch:
             self.refilled += 1
         self._reserve = []
         return picks
+
+    def _params(self, dec: Decisions) -> np.ndarray:
+        return self._res.per_row("params", dec)
 
     def _limits(self, budgets: np.ndarray) -> np.ndarray:
         """Each budget's parameter limit: none (inf), or for a ``limited`` share of the budgets a
@@ -202,7 +205,7 @@ class ActiveSearch:
             return
         self.used += len(pool)
         self.known = self.known + Pool(pool.dec, np.zeros(len(pool)), pool.latency, pool.accuracy)
-        if self._params is not None:
+        if self._res is not None:
             self._known_params = np.concatenate([self._known_params, self._params(pool.dec)])
         self.fit(self.sur_cfg.round_steps, focus=len(pool) if self.sur_cfg.focus else 0)
 

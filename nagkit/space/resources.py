@@ -64,10 +64,6 @@ class SlotResources:
             return self.fixed[name][dec.r] + np.where(act, per, 0).sum(axis=1)
         return np.maximum(self.fixed[name][dec.r], np.where(act, per, 0).max(axis=1))
 
-    def counter(self, name: str):
-        """``per_row`` of resource ``name`` as a one-argument function of decision rows."""
-        return lambda dec: self.per_row(name, dec)
-
     def __call__(self, dec: Decisions) -> dict[str, np.ndarray]:
         """Every resource of ``dec``'s rows: ``{"params": [n], "macs": [n], "peak": [n]}``."""
         return {n: self.per_row(n, dec) for n in RESOURCES}

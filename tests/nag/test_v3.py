@@ -168,7 +168,11 @@ def test_limited_budgets_keep_their_populations_under_a_parameter_limit():
     search.fit(40)
     budgets = np.sort(search.draw(search.rng))
     limits = search._limits(budgets)
-    params = SlotResources(SP).counter("params")
+    res = SlotResources(SP)
+
+    def params(dec):
+        return res.per_row("params", dec)
+
     known_p = params(known.dec)
     assert np.isfinite(limits).sum() == 4
     for g in np.flatnonzero(np.isfinite(limits)):
