@@ -143,7 +143,10 @@ class ActiveConfig:
     round's budgets that also carry a parameter limit, drawn between the fewest parameters of a
     queried arch within the budget and those of the most accurate one; the saved archive then
     keeps the best known archs of every (budget, parameter limit) pair (issue 34, decisions 52).
-    Off by default: it pays off from about 20,000 queries (benchmarks/constraints/README.md)."""
+    Off by default: it pays off from about 20,000 queries (benchmarks/constraints/README.md).
+    ``explore``: the search's first rounds that rank their populations by capacity (MACs) instead
+    of the surrogate, so that they query the most capable archs within each budget (decisions 53;
+    0 here, 4 when re-targeted)."""
 
     budgets: int = 100
     picks: int = 2
@@ -157,6 +160,7 @@ class ActiveConfig:
     repair: int = 4
     spacing: str = "mixed"  # the rounds' budgets: half in slices of log-latency, half of latency (decisions 48)
     limited: float = 0.0  # share of a round's budgets that also carry a parameter limit (decisions 52)
+    explore: int = 0  # first rounds ranked by MACs instead of the surrogate (decisions 53)
 
 
 @dataclass(frozen=True)
@@ -165,10 +169,13 @@ class RetargetConfig(ActiveConfig):
     latency table (``[frontier.retarget]``; decisions 41). Its archive sits on the other table's
     frontier, so its rounds are smaller (12 budgets x 2 picks: ~41 rounds, and as many refits,
     for 1,000 queries instead of 5) and its populations evolve twice as long on the surrogate
-    before a query is spent."""
+    before a query is spent. Its first 4 rounds (96 queries) rank by MACs: they query the new
+    table's capacity frontier, where the carried archive holds little and the surrogate, fitted
+    on the old table's frontier, is pessimistic (decisions 53)."""
 
     budgets: int = 12
     generations: int = 12
+    explore: int = 4
 
 
 @dataclass(frozen=True)
@@ -241,7 +248,7 @@ _RANGES: dict[str, tuple[float, float]] = {  # inclusive bounds of numeric field
     "refine_imitation": (0, 10_000_000), "min_ms": (0.0, 1e9), "max_ms": (0.0, 1e9), "seed": (0, SEED_MAX),
     "layers": (1, 16), "first_steps": (0, 10_000_000), "round_steps": (0, 10_000_000), "final_steps": (0, 10_000_000),
     "retarget_queries": (0, 1_000_000_000), "picks": (1, 100_000), "population": (1, 100_000),
-    "generations": (0, 10_000), "limited": (0.0, 1.0),
+    "generations": (0, 10_000), "limited": (0.0, 1.0), "explore": (0, 100_000),
 }
 SPACINGS = ("log", "linear", "mixed")  # ActiveConfig.spacing, nagkit.nag.guided.stratified
 _CHOICES = {"loss": ("pointwise", "pairwise"), "reward": ("dominance", "mnasnet", "tunas"),

@@ -20,6 +20,11 @@ to be; where it was wrong, the next fit knows.
 With ``limited`` > 0 (off by default; decisions 52) that share of each round's budgets also
 carries a parameter limit, and its parents and children must meet it too: the search then also
 queries the frontiers of parameter-limited networks, which a latency-only search never reaches.
+
+With ``explore`` > 0 (a re-targeted search: 4; decisions 53) the first rounds rank their
+populations by MACs instead of the surrogate: they query the most capable archs within each
+budget. A surrogate fitted on another table's frontier is pessimistic where that table's slow
+archs are the new one's fast ones (all-wide networks on a GPU); a few queries there correct it.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ class ActiveSearch:
         self._reserve: list[Pool] = []
         self.fits: list[dict] = []
         self._res = SlotResources(space) if cfg.limited > 0 else None
+        self._capacity = SlotResources(space) if cfg.explore > 0 else None
         self._known_params = self._params(known.dec) if self._res else None
 
     @property
@@ -91,6 +97,13 @@ class ActiveSearch:
 
     def _params(self, dec: Decisions) -> np.ndarray:
         return self._res.per_row("params", dec)
+
+    def _fitness(self, dec: Decisions) -> np.ndarray:
+        """The order of a round's populations and picks: the surrogate's accuracy (exact where
+        queried), or in the first ``explore`` rounds the log of the MACs (decisions 53)."""
+        if self.rounds < self.cfg.explore:
+            return np.log(self._capacity.per_row("macs", dec))
+        return self.surrogate.predict(dec)
 
     def _limits(self, budgets: np.ndarray) -> np.ndarray:
         """Each budget's parameter limit: none (inf), or for a ``limited`` share of the budgets a
@@ -127,7 +140,7 @@ class ActiveSearch:
             groups.append(np.full(len(top), g))
         idx = np.concatenate(rows).astype(np.int64)
         pop = Pool(k.dec.select(idx), np.concatenate(groups), k.latency[idx])
-        pop.accuracy = self.surrogate.predict(pop.dec)  # exact for these (remembered)
+        pop.accuracy = self._fitness(pop.dec)  # the surrogate's: exact for these (remembered)
         return pop
 
     def _generation(self, pop: Pool, budgets: np.ndarray, limits: np.ndarray) -> Pool:
@@ -156,7 +169,7 @@ class ActiveSearch:
             ok &= self._params(kids) <= limits[grp]
         fit = np.flatnonzero(ok)
         kids = Pool(kids.select(fit), grp[fit], lat[fit])
-        kids.accuracy = self.surrogate.predict(kids.dec)
+        kids.accuracy = self._fitness(kids.dec)
         self._reserve.append(kids)
         both = pop + kids
         both = both.select(dedupe(sp, both.dec, both.group))

@@ -188,6 +188,46 @@ def test_limited_budgets_keep_their_populations_under_a_parameter_limit():
     assert search.used == 60 and len(out) == 260
 
 
+def test_the_first_explore_rounds_pick_by_macs_then_the_surrogate_takes_over():
+    """``explore`` (decisions 53): in the search's first ``explore`` rounds each budget's picks are
+    its new archs with the most MACs, afterwards those the surrogate rates best; every pick stays
+    within its budget and new."""
+    from nagkit.space.resources import SlotResources
+
+    archs, lat, acc = synthetic_data(150, seed=6)
+    known = Pool(from_archs(SP, archs), np.zeros(150), lat, acc)
+    sur = make_surrogate(SP, grid(), SurrogateConfig(hidden=32, seed=0))
+    cfg = ActiveConfig(budgets=6, picks=2, generations=3, children=20, explore=2)
+    search = ActiveSearch(SP, LAT, cfg, SurrogateConfig(hidden=32, round_steps=5), sur, known, cap=48, seed=4)
+    search.fit(40)
+    seen_before = set(key_bytes(SP, known.dec))
+    rounds = []
+    orig = search._picks
+
+    def picks(pop, n_max):  # the round's final populations and what was picked from them
+        out = orig(pop, n_max)
+        rounds.append((pop, out))
+        return out
+
+    search._picks = picks
+    out = run_active(search, open_accuracy_source("synthetic:", SP).evaluate_decisions)
+    assert search.used == 48 == len(out) - 150 and len(rounds) == 4
+    macs = SlotResources(SP)
+    for r, (pop, chosen) in enumerate(rounds):
+        rule = np.log(macs.per_row("macs", pop.dec)) if r < 2 else None
+        if rule is not None:
+            np.testing.assert_allclose(pop.accuracy, rule)
+        else:  # the surrogate's estimate, exact for the queried archs
+            assert not np.allclose(pop.accuracy, np.log(macs.per_row("macs", pop.dec)))
+        new = np.array([k not in seen_before for k in key_bytes(SP, pop.dec)])
+        for g in np.unique(chosen.group):
+            mine = key_bytes(SP, chosen.dec.select(np.flatnonzero(chosen.group == g)))
+            cand = np.flatnonzero((pop.group == g) & new)
+            best = cand[np.argsort(-pop.accuracy[cand], kind="stable")][:len(mine)]
+            assert sorted(mine) == sorted(key_bytes(SP, pop.dec.select(best)))
+        seen_before |= set(key_bytes(SP, chosen.dec))
+
+
 # -- the workspace level: journal, resume, re-targeting, the minimum budget ----------------------
 SMALL = {"surrogate": {"hidden": 32, "first_steps": 60, "round_steps": 10, "final_steps": 30},
          "frontier.active": {"budgets": 10, "picks": 2, "generations": 2, "children": 16},
