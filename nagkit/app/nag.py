@@ -99,7 +99,8 @@ def _train_locked(ws, path: Path, progress: Progress | None, log: Callable[[str]
     return {"evaluator": str(paths["evaluator"]), "generator": str(paths["generator"]),
             "archive": str(paths["archive"]), "queries_journal": str(journal.path), "range_ms": rep["range_ms"],
             "grid_ms": rep["grid_ms"], "seconds": rep["seconds"], "accuracy_queries": queries,
-            "frontier_search": {"kind": prov["frontier_search"], "rounds": rep["frontier"]["rounds"]},
+            "frontier_search": {"kind": prov["frontier_search"], "rounds": rep["frontier"]["rounds"],
+                                "explore_queries": rep["frontier"].get("explore_queries", 0)},
             "evaluator_kind": ev.get("kind", "learned"), "holdout": ev.get("holdout", {}),
             "frontier_fit": ev.get("frontier_fit", {}),
             "archive_rows": rep["archive_rows"], "training_rows": rep["training_rows"]}

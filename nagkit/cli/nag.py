@@ -93,13 +93,15 @@ def train(workspace, dataset_path, as_json):
                    f"held-out   Kendall tau {hold.get('mean_kendall_tau', float('nan')):.3f}, "
                    f"among feasible {hold.get('mean_kendall_tau_feasible', float('nan')):.3f}")
         carried = f", {q['carried']} carried over from another table" if q["carried"] else ""
+        explored = r["frontier_search"].get("explore_queries", 0)
+        explored = f", {explored} of them on the most capable archs (decisions 53)" if explored else ""
         return "\n".join([
             f"evaluator  {r['evaluator']} ({r['evaluator_kind']})",
             f"generator  {r['generator']}",
             f"archive    {r['archive']} ({r['archive_rows']} archs)",
             f"journal    {r['queries_journal']}",
             f"budgets    {r['range_ms'][0]:.3g}..{r['range_ms'][1]:.3g} ms (the space's range on the table)",
-            f"queries    {q['new']} new this run (frontier search {q['frontier_search']}, refinement "
+            f"queries    {q['new']} new this run (frontier search {q['frontier_search']}{explored}, refinement "
             f"{q['refinement']}); {q['total']} accuracies in all ({q['dataset']} dataset{carried}); "
             f"{q['for_this_table']} of this table's budget of {q['budget']} spent",
             quality,

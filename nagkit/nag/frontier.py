@@ -60,6 +60,7 @@ class ActiveSearch:
         self.used = 0
         self.rounds = 0
         self.refilled = 0  # rounds filled from the children beyond the populations
+        self.explored = 0  # picks of the rounds ranked by MACs (``explore``)
         self._reserve: list[Pool] = []
         self.fits: list[dict] = []
         self._res = SlotResources(space) if cfg.limited > 0 else None
@@ -93,6 +94,8 @@ class ActiveSearch:
             picks = picks + more
             self.refilled += 1
         self._reserve = []
+        if self.rounds <= cfg.explore:
+            self.explored += len(picks)
         return picks
 
     def _params(self, dec: Decisions) -> np.ndarray:

@@ -293,7 +293,7 @@ def test_retargeting_carries_every_accuracy_and_spends_only_retarget_queries(tmp
     out = json.loads(capsys.readouterr().out)
     first = out["accuracy_queries"]
     assert first["carried"] == 0 and first["total"] == 600 == first["budget"] + 300
-    assert out["frontier_search"]["kind"] == "active"
+    assert out["frontier_search"]["kind"] == "active" and out["frontier_search"]["explore_queries"] == 0
     t = tmp_path / "ort"
     table = LATENCY_TABLES / "cpu-onnxruntime-1t-ofa-mbv3-w1.0.json"
     assert main(["init", str(t), "--from", str(w), "--latency-table", str(table)]) == 0
@@ -306,8 +306,9 @@ def test_retargeting_carries_every_accuracy_and_spends_only_retarget_queries(tmp
     q = out["accuracy_queries"]
     assert q["carried"] == first["total"] and q["new"] == 100 == q["cap"]
     # the re-targeted search ([frontier.retarget]): rounds of 5 budgets x 2 picks, so 10 rounds for
-    # 100 queries where [frontier.active]'s 10 x 2 would make 5 (decisions 41)
-    assert out["frontier_search"] == {"kind": "retarget", "rounds": 10}
+    # 100 queries where [frontier.active]'s 10 x 2 would make 5 (decisions 41); its first 4 rounds
+    # rank by MACs (decisions 53)
+    assert out["frontier_search"] == {"kind": "retarget", "rounds": 10, "explore_queries": 40}
     rows = [json.loads(x) for x in (t / "queries.jsonl").read_text().splitlines()[1:]]
     assert len({r["table"] for r in rows}) == 2 and len(rows) == first["new"] + 100
     assert main(["train", "--workspace", str(t), "--json"]) == 0  # a rerun: nothing more to spend
