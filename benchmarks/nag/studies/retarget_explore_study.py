@@ -52,7 +52,18 @@ def job(j):
     if kind == "src":
         ws = br.make_source_workspace(TMP / f"src-{seed}", "litert", seed); train_workspace(ws); return j, None
     _, seed, v = j
-    if v != "base":
+    if v.startswith("spread"):
+        import nagkit.nag.frontier as F
+        every = int(v[6:])
+        def _fitness(self, dec):
+            if self.rounds % every == 0 and self.rounds < 4 * every:
+                if not hasattr(self, "_capres"):
+                    from nagkit.space.resources import SlotResources
+                    self._capres = SlotResources(self.space)
+                return np.log(self._capres.per_row("macs", dec))
+            return self.surrogate.predict(dec)
+        F.ActiveSearch._fitness = _fitness
+    elif v != "base":
         r, key = v.split("_"); patch(int(r[1:]), key)
     out = {}
     for a, b in PAIRS:
