@@ -143,7 +143,7 @@ class ActiveSearch:
             groups.append(np.full(len(top), g))
         idx = np.concatenate(rows).astype(np.int64)
         pop = Pool(k.dec.select(idx), np.concatenate(groups), k.latency[idx])
-        pop.accuracy = self._fitness(pop.dec)  # the surrogate's: exact for these (remembered)
+        pop.accuracy = self._fitness(pop.dec)  # the surrogate, exact for these (remembered); MACs while exploring
         return pop
 
     def _generation(self, pop: Pool, budgets: np.ndarray, limits: np.ndarray) -> Pool:
