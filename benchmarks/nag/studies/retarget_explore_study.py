@@ -52,7 +52,23 @@ def job(j):
     if kind == "src":
         ws = br.make_source_workspace(TMP / f"src-{seed}", "litert", seed); train_workspace(ws); return j, None
     _, seed, v = j
-    if v.startswith("spread"):
+    if v == "wide1":  # explore rounds: 24 budgets x 1 pick (same 24 queries a round)
+        import dataclasses as dc
+        import nagkit.nag.frontier as F
+        from nagkit.nag.guided import stratified
+        orig_ask = F.ActiveSearch.ask
+        def ask(self):
+            if self.rounds < self.cfg.explore:
+                cfg0, draw0 = self.cfg, self.draw
+                self.cfg = dc.replace(cfg0, budgets=2 * cfg0.budgets, picks=1)
+                self.draw = stratified(self.latency.fastest_ms, self.latency.slowest_ms, self.cfg.budgets, self.cfg.spacing)
+                try:
+                    return orig_ask(self)
+                finally:
+                    self.cfg, self.draw = cfg0, draw0
+            return orig_ask(self)
+        F.ActiveSearch.ask = ask
+    elif v.startswith("spread"):
         import nagkit.nag.frontier as F
         every = int(v[6:])
         def _fitness(self, dec):
