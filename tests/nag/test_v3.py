@@ -130,18 +130,24 @@ def test_the_active_search_queries_only_new_archs_within_their_budget_up_to_its_
     np.testing.assert_allclose(out.accuracy[150:], truth)
 
 
+def _search(n: int, data_seed: int, cfg: ActiveConfig, *, cap: int, seed: int) -> tuple[Pool, ActiveSearch]:
+    """``n`` synthetic known archs and an active search over them, its surrogate fitted 40 steps."""
+    archs, lat, acc = synthetic_data(n, seed=data_seed)
+    known = Pool(from_archs(SP, archs), np.zeros(n), lat, acc)
+    sur = make_surrogate(SP, grid(), SurrogateConfig(hidden=32, seed=0))
+    search = ActiveSearch(SP, LAT, cfg, SurrogateConfig(hidden=32, round_steps=5), sur, known, cap=cap, seed=seed)
+    search.fit(40)
+    return known, search
+
+
 def test_a_round_whose_populations_hold_nothing_new_is_filled_from_its_children():
     """Populations of 2 cannot give 8 picks per budget: the round is filled from every child its
     generations scored (decisions 44), each new, queried once, and within the budget it was
     found for. Without the fill a round asked at most 8 archs, and the search took 4x the rounds."""
-    archs, lat, acc = synthetic_data(150, seed=5)
-    known = Pool(from_archs(SP, archs), np.zeros(150), lat, acc)
     src = open_accuracy_source("synthetic:", SP)
-    sur = make_surrogate(SP, grid(), SurrogateConfig(hidden=32, seed=0))
     cfg = ActiveConfig(budgets=4, picks=8, parents=2, population=2, generations=2, children=24,
                        spacing="log")  # the draw this test's counts were worked out with
-    search = ActiveSearch(SP, LAT, cfg, SurrogateConfig(hidden=32, round_steps=5), sur, known, cap=100, seed=1)
-    search.fit(40)
+    known, search = _search(150, 5, cfg, cap=100, seed=1)
     draw, budgets = search.draw, []
     search.draw = lambda rng: budgets.append(np.sort(draw(rng))) or budgets[-1]
     asked = _record_asks(search)
@@ -160,12 +166,8 @@ def test_limited_budgets_keep_their_populations_under_a_parameter_limit():
     parents and every surviving child meet it, as every row meets its budget."""
     from nagkit.space.resources import SlotResources
 
-    archs, lat, acc = synthetic_data(200, seed=4)
-    known = Pool(from_archs(SP, archs), np.zeros(200), lat, acc)
-    sur = make_surrogate(SP, grid(), SurrogateConfig(hidden=32, seed=0))
     cfg = ActiveConfig(budgets=8, picks=2, generations=3, children=20, limited=0.5)
-    search = ActiveSearch(SP, LAT, cfg, SurrogateConfig(hidden=32, round_steps=5), sur, known, cap=60, seed=2)
-    search.fit(40)
+    known, search = _search(200, 4, cfg, cap=60, seed=2)
     budgets = np.sort(search.draw(search.rng))
     limits = search._limits(budgets)
     res = SlotResources(SP)
@@ -194,12 +196,8 @@ def test_the_first_explore_rounds_pick_by_macs_then_the_surrogate_takes_over():
     within its budget and new."""
     from nagkit.space.resources import SlotResources
 
-    archs, lat, acc = synthetic_data(150, seed=6)
-    known = Pool(from_archs(SP, archs), np.zeros(150), lat, acc)
-    sur = make_surrogate(SP, grid(), SurrogateConfig(hidden=32, seed=0))
     cfg = ActiveConfig(budgets=6, picks=2, generations=3, children=20, explore=2)
-    search = ActiveSearch(SP, LAT, cfg, SurrogateConfig(hidden=32, round_steps=5), sur, known, cap=48, seed=4)
-    search.fit(40)
+    known, search = _search(150, 6, cfg, cap=48, seed=4)
     seen_before = set(key_bytes(SP, known.dec))
     rounds = []
     orig = search._picks
