@@ -11,7 +11,9 @@ OFA-exact evolution (retarget_variants' "evo"). Variants, monkeypatched on the p
 - rp_every4: the product, then every 4th round from random archs;
 - nov<k>[_r<n>]: the first n (4) rounds rank by surrogate + k/100 x novelty (the fewest genes in
   which a candidate differs from any known arch), no MACs;
-- macsnov<k>: the product's 4 MACs rounds, then 4 rounds by surrogate + k/100 x novelty.
+- macsnov<k>: the product's 4 MACs rounds, then 4 rounds by surrogate + k/100 x novelty;
+- gen24, mc5, pop96: the product with the re-targeted search's generations 12 -> 24, max_changes
+  3 -> 5, or population 48 -> 96 (every round).
 
     STUDY_ROOT=<checkout> .venv/bin/python benchmarks/nag/studies/retarget_lineage_study.py --seeds 0,...,9 --variants base,rp4 --out F.json
 """
@@ -74,6 +76,16 @@ def install(v):
     import nagkit.nag.frontier as F
     orig_par, orig_fit = F.ActiveSearch._parents, F.ActiveSearch._fitness
     if v == "base":
+        return
+    knobs = {"gen24": {"generations": 24}, "mc5": {"max_changes": 5}, "pop96": {"population": 96}}
+    if v in knobs:  # the re-targeted search's config with one knob changed (all rounds)
+        import dataclasses as dc
+        orig_init = F.ActiveSearch.__init__
+        def __init__(self, space, latency, cfg, *a, **k):
+            if cfg.explore > 0:
+                cfg = dc.replace(cfg, **knobs[v])
+            orig_init(self, space, latency, cfg, *a, **k)
+        F.ActiveSearch.__init__ = __init__
         return
     elif v == "rp4":  # first 4 rounds: random parents, surrogate ranking (no MACs)
         def _fitness(self, dec):
