@@ -141,7 +141,8 @@ def active_frontier(space: SearchSpace, latency: SlotLatency, known: Pool, cfg: 
                        progress=(lambda d, t: progress("frontier search", d, t)) if progress else None)
     fit_s = sum(f["seconds"] for f in search.fits)
     return known, {"method": "surrogate", "queries": source.queries - q0, "cap": cap, "rounds": search.rounds,
-                   "refilled_rounds": search.refilled, "explore_queries": search.explored, "surrogate_fits": len(search.fits), "surrogate_fit_seconds": fit_s,
+                   "refilled_rounds": search.refilled, "explore_queries": search.explored,
+                   "surrogate_fits": len(search.fits), "surrogate_fit_seconds": fit_s,
                    "seconds": time.perf_counter() - t0}
 
 

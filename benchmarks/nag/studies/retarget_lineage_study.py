@@ -44,22 +44,6 @@ def random_parents(self, budgets, limits):
     pop.accuracy = self._fitness(pop.dec)
     return pop
 
-def random_parents(self, budgets, limits):
-    """Per budget, ``parents`` random archs of the space brought down within it (repair), scored by
-    the surrogate: lineages that do not start from the carried archive."""
-    from nagkit.space.decisions import Pool, concat
-    rng, sp, n = self.rng, self.space, self.cfg.parents
-    rows, groups, lats = [], [], []
-    for g, b in enumerate(budgets):
-        dec = ops.random_decisions(sp, 8 * n, rng)
-        lat = self.latency(dec)
-        lat = ops.repair_down(sp, dec, lat, np.full(len(lat), b), self.latency, rng, 40)
-        ok = np.flatnonzero(lat <= b)[:n]
-        rows.append(dec.select(ok)); groups.append(np.full(len(ok), g)); lats.append(lat[ok])
-    pop = Pool(concat(*rows), np.concatenate(groups), np.concatenate(lats))
-    pop.accuracy = self._fitness(pop.dec)
-    return pop
-
 def novelty(self, dec):
     """Per row, the fewest genes (arch keys: inactive slots ignored) in which it differs from any known arch."""
     from nagkit.space.decisions import arch_keys
